@@ -1,0 +1,37 @@
+"""buttonup-env: Button Up! as a Gymnasium environment, with bots and an exact solver.
+
+Importing the package registers ``ButtonUp-v0`` with Gymnasium.
+"""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+from .bots import GreedyBot, PerfectBot, Player, RandomBot
+from .env import ButtonUpEnv
+from .match import Match
+from .rules import LAYOUTS, State
+
+__all__ = [
+    "LAYOUTS",
+    "ButtonUpEnv",
+    "GreedyBot",
+    "Match",
+    "PerfectBot",
+    "Player",
+    "RandomBot",
+    "State",
+    "load_policy",
+]
+
+__version__ = "0.1.0"
+
+if "ButtonUp-v0" not in registry:
+    register(id="ButtonUp-v0", entry_point="buttonup_env.env:ButtonUpEnv")
+
+
+def load_policy(path, *, trusted: bool = False):  # type: ignore[no-untyped-def]
+    """Load an exported policy as a player (see :func:`buttonup_env.policy.load_policy`)."""
+    from .policy import load_policy as _load
+
+    return _load(path, trusted=trusted)

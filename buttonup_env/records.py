@@ -1,0 +1,219 @@
+"""Game records in the JSON Lines format of RULES.md: reading, writing and checking.
+
+A round record's ``layout``, ``first`` and ``moves`` are its input; ``movers``, ``extra_turn``,
+``boards`` and ``strength`` (and, inside a match, ``points`` and ``score_after``) are claims
+about the result, checked when present. A match record's input is ``target`` (15 when absent),
+``first`` and its rounds; ``score`` and ``winner`` are claims.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .rules import DEFAULT_TARGET, LAYOUTS, MOVES_PER_ROUND, Color, State, next_starter
+
+_ROUND_CLAIMS = ("movers", "extra_turn", "boards", "strength")
+
+
+class InvalidRecord(ValueError):
+    """A record that breaks the rules or claims something false; the message says what."""
+
+
+@dataclass(frozen=True)
+class RecordLine:
+    """One line of a records file: its number, and the record or why it could not be read."""
+
+    line: int
+    record: dict[str, Any] | None
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The record's id, or ``line N`` when it has none."""
+        if isinstance(self.record, dict) and isinstance(self.record.get("id"), str | int):
+            return str(self.record["id"])
+        return f"line {self.line}"
+
+
+def read_records(path: str | Path) -> Iterator[RecordLine]:
+    """Yield every non-blank line of a JSON Lines file as a :class:`RecordLine`.
+
+    Raises ``OSError`` when the file cannot be read.
+    """
+    with open(path, encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as error:
+                yield RecordLine(number, None, f"not JSON ({error.msg} at column {error.colno})")
+                continue
+            if not isinstance(record, dict):
+                yield RecordLine(number, None, "not a JSON object")
+                continue
+            yield RecordLine(number, record)
+
+
+def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
+    """Write records as JSON Lines (one object a line); return how many were written."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+            count += 1
+    return count
+
+
+def _parse_board_claim(text: object) -> tuple[str, ...] | None:
+    if not isinstance(text, str):
+        return None
+    return tuple("" if part == "." else part for part in text.split())
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvalidRecord(message)
+
+
+def _check_claim(record: dict[str, Any], key: str, actual: object, where: str) -> None:
+    if key in record and record[key] != actual:
+        raise InvalidRecord(f"{where}{key} claims {record[key]!r} but the moves give {actual!r}")
+
+
+def replay_round(
+    record: dict[str, Any],
+    *,
+    score: dict[Color, int] | None = None,
+    target: int = DEFAULT_TARGET,
+    where: str = "",
+) -> State:
+    """Play a round record's moves, check each claim, and return the final state.
+
+    ``score`` and ``target`` place the round in a match (default 0-0, 15). Raises
+    :class:`InvalidRecord` naming the first problem.
+    """
+    for key in ("layout", "first", "moves"):
+        _require(key in record, f"{where}lacks {key!r} (a round record needs layout, first, moves)")
+    layout, first, moves = record["layout"], record["first"], record["moves"]
+    _require(first in ("R", "B"), f"{where}first is {first!r}; it must be 'R' or 'B'")
+    board = _parse_board_claim(layout)
+    _require(
+        board in _LAYOUT_SET,
+        f"{where}layout {layout!r} is not nine single buttons of three per colour",
+    )
+    _require(
+        isinstance(moves, list) and all(_is_int(m) for m in moves),
+        f"{where}moves must be a list of slot numbers, got {moves!r}",
+    )
+    state = State.new_round(board, first, score, target)  # type: ignore[arg-type]
+    movers, extra, boards = [], [], []
+    for i, slot in enumerate(moves):
+        _require(
+            not state.round_over,
+            f"{where}has {len(moves)} moves; a round ends after {MOVES_PER_ROUND}",
+        )
+        legal = state.legal_moves()
+        _require(
+            slot in legal,
+            f"{where}move {i + 1} lifts slot {slot}, which is illegal on "
+            f"{state.notation!r} (legal: {', '.join(map(str, legal))})",
+        )
+        after = state.play(slot)
+        movers.append(state.to_move)
+        extra.append(not after.round_over and after.to_move == state.to_move)
+        boards.append(after.board)
+        state = after
+    _require(
+        state.round_over,
+        f"{where}has {len(moves)} moves; a round needs exactly {MOVES_PER_ROUND}",
+    )
+    _check_claim(record, "movers", movers, where)
+    _check_claim(record, "extra_turn", extra, where)
+    if "boards" in record:
+        claimed = record["boards"]
+        _require(
+            isinstance(claimed, list) and len(claimed) == len(boards),
+            f"{where}boards must list the {len(boards)} boards after each move",
+        )
+        for i, (text, actual) in enumerate(zip(claimed, boards, strict=True)):
+            _require(
+                _parse_board_claim(text) == actual,
+                f"{where}boards[{i}] claims {text!r} but move {i + 1} gives "
+                f"{' '.join(s or '.' for s in actual)!r}",
+            )
+    _check_claim(record, "strength", state.strength, where)
+    return state
+
+
+def replay_match(record: dict[str, Any]) -> State:
+    """Check a match record: every round, the starting rule, the target, score and winner."""
+    for key in ("first", "rounds"):
+        _require(key in record, f"lacks {key!r} (a match record needs target, first, rounds)")
+    target = record.get("target", DEFAULT_TARGET)
+    _require(
+        _is_int(target) and target >= 1, f"target is {target!r}; it must be a whole number >= 1"
+    )
+    first, rounds = record["first"], record["rounds"]
+    _require(first in ("R", "B"), f"first is {first!r}; it must be 'R' or 'B'")
+    _require(
+        isinstance(rounds, list) and len(rounds) > 0 and all(isinstance(r, dict) for r in rounds),
+        "rounds must be a non-empty list of round records",
+    )
+    score: dict[Color, int] = {"R": 0, "B": 0}
+    starter: Color = first
+    state: State | None = None
+    for n, round_ in enumerate(rounds, start=1):
+        where = f"round {n}: "
+        if state is not None:
+            _require(
+                not state.match_over,
+                f"{where}the match was already won {score['R']}-{score['B']} "
+                f"(target {target}) after round {n - 1}",
+            )
+            starter = next_starter(score, state.starter)
+        _require(
+            round_.get("first") == starter,
+            f"{where}first is {round_.get('first')!r} but the starting rule gives {starter!r}",
+        )
+        state = replay_round(round_, score=score, target=target, where=where)
+        _check_claim(round_, "points", state.round_points, where)
+        _check_claim(round_, "score_after", state.score, where)
+        score = state.score
+    assert state is not None  # rounds is non-empty
+    _require(
+        state.match_over,
+        f"the match stops after {len(rounds)} rounds at {score['R']}-{score['B']}, "
+        f"before anyone reached the target {target}",
+    )
+    _check_claim(record, "score", state.score, "")
+    _check_claim(record, "winner", state.winner, "")
+    return state
+
+
+def check_record(record: dict[str, Any]) -> None:
+    """Raise :class:`InvalidRecord` unless ``record`` (round or match) is valid."""
+    if "rounds" in record:
+        replay_match(record)
+    else:
+        replay_round(record)
+
+
+def problem(record: dict[str, Any]) -> str | None:
+    """Why ``record`` is invalid, or ``None`` when it is valid."""
+    try:
+        check_record(record)
+    except InvalidRecord as error:
+        return str(error)
+    return None
+
+
+_LAYOUT_SET = frozenset(LAYOUTS)

@@ -1,0 +1,166 @@
+"""Pictures of a position: text (``ansi``) and an RGB image of the circle (``rgb_array``).
+
+Only numpy: the image is drawn with filled discs and a tiny built-in bitmap font.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .rules import NUM_SLOTS, Color, State
+
+COLOR_NAMES = {"R": "Red", "B": "Black"}
+
+# --- text ------------------------------------------------------------------------------------
+
+ANSI_COLORS = {"R": "\x1b[1;31m", "B": "\x1b[1;34m", "W": "\x1b[1;37m"}
+ANSI_RESET = "\x1b[0m"
+
+
+def paint(stack: str, color: bool) -> str:
+    """A stack's letters, each in its colour when ``color`` is set."""
+    if not color:
+        return stack
+    return "".join(f"{ANSI_COLORS[b]}{b}{ANSI_RESET}" for b in stack)
+
+
+def ansi(
+    state: State, agent_color: Color | None = None, color: bool = False, mark_legal: bool = True
+) -> str:
+    """A readable text board: one line a slot (stack bottom to top), the score and the turn."""
+    legal = set(state.legal_moves()) if mark_legal else set()
+    score = state.score
+    you = {c: " (you)" if c == agent_color else "" for c in ("R", "B")}
+    lines = [
+        f"Button Up!  Red{you['R']} {score['R']} - {score['B']} Black{you['B']}"
+        f"   target {state.target}",
+    ]
+    for slot, stack in enumerate(state.board):
+        mark = "  <- legal" if slot in legal else ""
+        shown = paint(stack, color) if stack else "."
+        lines.append(f"  slot {slot}: {shown}{mark}")
+    if state.round_over:
+        s = state.strength
+        lines.append(
+            f"Round over: strength Red {s['R']}, Black {s['B']}; points "
+            f"Red {state.round_points['R']}, Black {state.round_points['B']}"
+        )
+        if state.match_over:
+            lines.append(f"Match over: {COLOR_NAMES[state.winner]} wins.")  # type: ignore[index]
+    else:
+        lines.append(f"{COLOR_NAMES[state.to_move]} to move (move {state.moves_played + 1} of 8)")
+    return "\n".join(lines) + "\n"
+
+
+# --- pictures --------------------------------------------------------------------------------
+
+RGB = {
+    "R": (200, 40, 40),
+    "B": (30, 30, 30),
+    "W": (245, 245, 245),
+    "background": (222, 198, 150),
+    "ring": (160, 130, 90),
+    "outline": (90, 70, 50),
+    "text": (40, 30, 20),
+    "highlight": (255, 215, 0),
+    "legal": (60, 140, 60),
+}
+
+# 3x5 bitmap glyphs, rows top to bottom
+_FONT = {
+    "0": ("111", "101", "101", "101", "111"),
+    "1": ("010", "110", "010", "010", "111"),
+    "2": ("111", "001", "111", "100", "111"),
+    "3": ("111", "001", "111", "001", "111"),
+    "4": ("101", "101", "111", "001", "001"),
+    "5": ("111", "100", "111", "001", "111"),
+    "6": ("111", "100", "111", "101", "111"),
+    "7": ("111", "001", "010", "010", "010"),
+    "8": ("111", "101", "111", "101", "111"),
+    "9": ("111", "101", "111", "001", "111"),
+    "R": ("110", "101", "110", "101", "101"),
+    "B": ("110", "101", "110", "101", "110"),
+    "-": ("000", "000", "111", "000", "000"),
+    "/": ("001", "001", "010", "100", "100"),
+    " ": ("000", "000", "000", "000", "000"),
+}
+
+
+def _text(
+    img: np.ndarray, text: str, x: int, y: int, scale: int, rgb: tuple[int, int, int]
+) -> None:
+    """Draw ``text`` with its top-left corner at (x, y)."""
+    for k, ch in enumerate(text):
+        glyph = _FONT.get(ch, _FONT[" "])
+        gx = x + k * 4 * scale
+        for r, row in enumerate(glyph):
+            for c, bit in enumerate(row):
+                if bit == "1":
+                    y0, x0 = y + r * scale, gx + c * scale
+                    img[max(y0, 0) : y0 + scale, max(x0, 0) : x0 + scale] = rgb
+
+
+def _disc(img: np.ndarray, cx: float, cy: float, r: float, rgb: tuple[int, int, int]) -> None:
+    h, w = img.shape[:2]
+    y0, y1 = max(int(cy - r), 0), min(int(cy + r) + 1, h)
+    x0, x1 = max(int(cx - r), 0), min(int(cx + r) + 1, w)
+    yy, xx = np.ogrid[y0:y1, x0:x1]
+    inside = (yy - cy) ** 2 + (xx - cx) ** 2 <= r * r
+    img[y0:y1, x0:x1][inside] = rgb
+
+
+def _ring(
+    img: np.ndarray, cx: float, cy: float, r: float, width: float, rgb: tuple[int, int, int]
+) -> None:
+    h, w = img.shape[:2]
+    yy, xx = np.ogrid[0:h, 0:w]
+    d = np.sqrt((yy - cy) ** 2 + (xx - cx) ** 2)
+    img[np.abs(d - r) <= width / 2] = rgb
+
+
+def _polar(slot: int, radius: float, size: int) -> tuple[float, float]:
+    """Pixel (x, y) at ``radius`` from the centre in the direction of ``slot``."""
+    angle = 2 * math.pi * slot / NUM_SLOTS
+    return size / 2 + radius * math.sin(angle), size / 2 - radius * math.cos(angle)
+
+
+def rgb_array(state: State, last_move: int | None = None, size: int = 400) -> np.ndarray:
+    """An ``size x size x 3`` uint8 picture: the circle of slots with every stack on it.
+
+    Slot 0 is at the top and the numbers grow clockwise, as in the rules. Each stack is a row of
+    buttons from its slot on the circle towards the centre, the bottom button on the circle.
+    Legal slots sit on a green base; ``last_move`` (the slot just lifted) is ringed in gold. The
+    score is at the top left (red, then black), the target at the top right, and a button of
+    the colour to move at the bottom right.
+    """
+    img = np.empty((size, size, 3), dtype=np.uint8)
+    img[:] = RGB["background"]
+    ring_r = size * 0.38
+    _ring(img, size / 2, size / 2, ring_r, max(size // 100, 2), RGB["ring"])
+    legal = set(state.legal_moves())
+    button_r = size * 0.026
+    scale = max(size // 130, 2)
+    for slot, stack in enumerate(state.board):
+        cx, cy = _polar(slot, ring_r, size)
+        base = RGB["legal"] if slot in legal else RGB["ring"]
+        _disc(img, cx, cy, size * 0.045, RGB["outline"])
+        _disc(img, cx, cy, size * 0.038, base)
+        if slot == last_move:
+            _ring(img, cx, cy, size * 0.052, max(size // 130, 2), RGB["highlight"])
+        lx, ly = _polar(slot, size * 0.465, size)
+        _text(img, str(slot), int(lx - 1.5 * scale), int(ly - 2.5 * scale), scale, RGB["text"])
+        for k, button in enumerate(stack):
+            bx, by = _polar(slot, ring_r - k * button_r * 1.6, size)
+            _disc(img, bx, by, button_r + max(size / 250, 1), RGB["outline"])
+            _disc(img, bx, by, button_r, RGB[button])
+    score = state.score
+    _text(img, f"R {score['R']}", 6, 6, scale, RGB["R"])
+    _text(img, f"B {score['B']}", 6, 6 + 7 * scale, scale, RGB["B"])
+    target = str(state.target)
+    _text(img, target, size - 6 - 4 * scale * len(target), 6, scale, RGB["text"])
+    if not state.round_over:
+        _disc(img, size - size * 0.06, size - size * 0.06, size * 0.035, RGB["outline"])
+        _disc(img, size - size * 0.06, size - size * 0.06, size * 0.03, RGB[state.to_move])
+    return img
