@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from . import solver
-from .rules import Color, State, other, sow, strength
+from .rules import Color, State, is_whole_number, other, sow, strength
 
 
 @runtime_checkable
@@ -27,7 +27,7 @@ class Player(Protocol):
 def _generator(seed: int | np.random.Generator | None) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+    if seed is not None and (not is_whole_number(seed) or seed < 0):  # type: ignore[operator]
         raise ValueError(f"seed must be None, an integer >= 0 or a numpy Generator, got {seed!r}")
     return np.random.default_rng(seed)
 

@@ -9,15 +9,16 @@ spies — never raw red/black, so one policy serves both seats):
     ``243``: own score / target, ``244``: the opponent's score / target (both capped at 1), and
     ``245``: 1 / target. The action is the slot to lift.
 
-``ring`` (what the shipped policies see, 2,187 floats in ``{0, 1}``)
-    Sowing skips empty slots, so only the *ring* of non-empty stacks in clockwise order matters.
-    Ring position ``j`` is the ``j``-th non-empty slot counting from slot 0. The observation is
-    nine *views*: view ``p`` is the ring read clockwise starting at ring position ``p``
-    (``9 x 27`` planes as above, with ring positions in place of slots; view ``p`` is all zeros
-    when ``p`` is past the last stack). Feature ``243*p + 27*i + 3*h + c``. The action is a ring
-    position; :meth:`RingEncoding.slot` turns it back into a slot. A network that scores every
-    view with the same weights sees the game's rotation symmetry for free. The match score is
-    not part of it: policies on this encoding play every round for the largest margin.
+``ring`` (what the shipped policies see, 729 floats in ``{0, 1}``)
+    Sowing skips empty slots, so only the *ring* of non-empty stacks in clockwise order matters,
+    and at most three stacks (those holding a white button) can be lifted. The observation is
+    three *views*, one per legal move: view ``a`` is the ring read clockwise starting at the
+    ``a``-th legal slot (in increasing slot order), as ``9 x 27`` planes laid out like the
+    ``slots`` encoding with ring places in place of slots (places past the last stack are
+    zeros); a view with no legal move behind it is all zeros. Feature ``243*a + 27*i + 3*h + c``.
+    The action ``a`` lifts the ``a``-th legal slot (:meth:`RingEncoding.slot`). A network that
+    scores every view with the same weights sees the game's rotation symmetry for free. The match
+    score is not part of it: policies on this encoding play every round for the largest margin.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .rules import NUM_SLOTS, Color, State, other
+from .rules import _CLOCKWISE, NUM_SLOTS, Color, State, is_whole_number, other, sow
 
 HEIGHTS = 9
 CHANNELS = 3
@@ -80,6 +81,15 @@ class SlotEncoding:
 
     name: ClassVar[str] = "slots"
     size: ClassVar[int] = BOARD_FEATURES + 3
+    actions: ClassVar[int] = NUM_SLOTS
+
+    def mask(self, state: State) -> np.ndarray:
+        """Boolean mask over the nine slots: True where the slot may be lifted."""
+        return legal_mask(state)
+
+    def slot(self, state: State, action: int) -> int:
+        """The slot that ``action`` lifts: the action is the slot."""
+        return int(action)
 
     def encode(self, state: State, own: Color) -> np.ndarray:
         """The observation of ``state`` for player ``own``."""
@@ -98,69 +108,97 @@ class SlotEncoding:
         return np.frombuffer(bytearray(board + scores), dtype="<f4").astype(np.float32, copy=False)
 
 
-def _view_index() -> np.ndarray:
-    """``index[n, p, i]``: the ring position shown at place ``i`` of view ``p`` for ``n`` stacks.
+MAX_LEGAL = 3
+"""At most three stacks hold a white button, so a position has at most three legal moves."""
 
-    ``NUM_SLOTS`` (a row of zeros) where nothing is shown.
-    """
-    index = np.full((NUM_SLOTS + 1, NUM_SLOTS, NUM_SLOTS), NUM_SLOTS, dtype=np.intp)
-    for n in range(1, NUM_SLOTS + 1):
-        for p in range(n):
-            for i in range(n):
-                index[n, p, i] = (p + i) % n
-    return index
+_ZERO_PLACE = bytes(STACK_FEATURES * 4)
+_ZERO_VIEW = bytes(BOARD_FEATURES * 4)
 
 
 class RingEncoding:
     """The ``ring`` encoding (see the module docstring): what the shipped policies observe."""
 
     name: ClassVar[str] = "ring"
-    size: ClassVar[int] = NUM_SLOTS * BOARD_FEATURES  # 2187
-    _INDEX: ClassVar[np.ndarray] = _view_index()
+    view_size: ClassVar[int] = BOARD_FEATURES
+    size: ClassVar[int] = MAX_LEGAL * view_size  # 729
+    actions: ClassVar[int] = MAX_LEGAL
 
     def encode(self, state: State, own: Color | None = None) -> np.ndarray:
-        """The nine views of ``state`` for ``own`` (default: the player to move)."""
+        """The three views of ``state`` for ``own`` (default: the player to move)."""
         own = state.to_move if own is None else own
-        rows = np.zeros((NUM_SLOTS + 1, STACK_FEATURES), dtype=np.float32)
-        n = 0
-        for stack in state.board:
-            if stack:
-                rows[n] = stack_planes(stack, own)
-                n += 1
-        return rows[self._INDEX[n]].reshape(self.size)
-
-    @staticmethod
-    def slots(state: State) -> list[int]:
-        """The slot of each ring position."""
-        return [slot for slot, stack in enumerate(state.board) if stack]
+        cache = _PLANE_BYTES[own]
+        ring = [
+            cache[stack] if stack in cache else _plane_bytes(stack, own)
+            for stack in state.board
+            if stack
+        ]
+        n = len(ring)
+        padding = _ZERO_PLACE * (NUM_SLOTS - n)
+        starts = [i for i, stack in enumerate(s for s in state.board if s) if "W" in stack]
+        if n == 1:
+            starts = []  # the round is over: nothing can be lifted
+        views = [b"".join(ring[p:] + ring[:p]) + padding for p in starts]
+        views.extend([_ZERO_VIEW] * (MAX_LEGAL - len(views)))
+        return np.frombuffer(bytearray(b"".join(views)), dtype="<f4").astype(np.float32, copy=False)
 
     def mask(self, state: State) -> np.ndarray:
-        """Boolean mask over the nine ring positions: True where lifting is legal."""
-        mask = np.zeros(NUM_SLOTS, dtype=bool)
-        for position, slot in enumerate(self.slots(state)):
-            mask[position] = "W" in state.board[slot] and not state.round_over
+        """Boolean mask over the three actions: True for each legal move."""
+        mask = np.zeros(MAX_LEGAL, dtype=bool)
+        mask[: len(state.legal_moves())] = True
         return mask
 
     def slot(self, state: State, action: int) -> int:
-        """The slot of ring position ``action``. Raises ``ValueError`` past the last stack."""
-        slots = self.slots(state)
-        if not 0 <= action < len(slots):
+        """The slot that action ``action`` lifts. Raises ``ValueError`` if there is no such move."""
+        legal = state.legal_moves()
+        if not is_whole_number(action) or action not in range(len(legal)):
             raise ValueError(
-                f"ring position {action!r} does not exist on {state.notation!r}; "
-                f"there are {len(slots)} stacks (positions 0 to {len(slots) - 1})"
+                f"action {action!r} is not legal on {state.notation!r}: the actions are the "
+                f"legal slots {list(legal)} in order, so 0 to {len(legal) - 1}"
             )
-        return slots[action]
+        return legal[int(action)]
 
     def action(self, state: State, slot: int) -> int:
-        """The ring position of ``slot`` (which must hold a stack)."""
-        slots = self.slots(state)
-        if slot not in slots:
-            raise ValueError(f"slot {slot!r} is empty or does not exist on {state.notation!r}")
-        return slots.index(slot)
+        """The action that lifts ``slot`` (which must be legal)."""
+        legal = state.legal_moves()
+        if slot not in legal:
+            raise ValueError(f"slot {slot!r} is not legal on {state.notation!r}; legal: {legal}")
+        return legal.index(slot)
 
+
+_FLAGS = struct.Struct("<2f")
+
+
+class AfterstateEncoding(RingEncoding):
+    """The ``afterstates`` encoding (see the module docstring)."""
+
+    name: ClassVar[str] = "afterstates"
+    view_size: ClassVar[int] = BOARD_FEATURES + 2
+    size: ClassVar[int] = MAX_LEGAL * view_size  # 735
+
+    def encode(self, state: State, own: Color | None = None) -> np.ndarray:
+        """One view per legal move: the ring after it, from ``own``'s side, and two flags."""
+        own = state.to_move if own is None else own
+        cache = _PLANE_BYTES[own]
+        views = []
+        for slot in state.legal_moves():
+            board, extra_turn = sow(state.board, slot)
+            stacks = [board[s] for s in _CLOCKWISE[slot] if board[s]]
+            over = len(stacks) == 1
+            ring = [cache[s] if s in cache else _plane_bytes(s, own) for s in stacks]
+            views.append(
+                b"".join(ring)
+                + _ZERO_PLACE * (NUM_SLOTS - len(ring))
+                + _FLAGS.pack(float(extra_turn and not over), float(over))
+            )
+        views.extend([_ZERO_AFTER_VIEW] * (MAX_LEGAL - len(views)))
+        return np.frombuffer(bytearray(b"".join(views)), dtype="<f4").astype(np.float32, copy=False)
+
+
+_ZERO_AFTER_VIEW = bytes(AfterstateEncoding.view_size * 4)
 
 ENCODINGS: dict[str, SlotEncoding | RingEncoding] = {
     SlotEncoding.name: SlotEncoding(),
     RingEncoding.name: RingEncoding(),
+    AfterstateEncoding.name: AfterstateEncoding(),
 }
 """The encodings by name (the name is stored in every exported policy)."""

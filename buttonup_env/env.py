@@ -12,7 +12,16 @@ from gymnasium import spaces
 from . import render as _render
 from .bots import BOTS, Player
 from .encoding import SlotEncoding, legal_mask
-from .rules import DEFAULT_TARGET, NUM_SLOTS, Color, State, other, random_layout, round_points
+from .rules import (
+    DEFAULT_TARGET,
+    NUM_SLOTS,
+    Color,
+    State,
+    is_whole_number,
+    other,
+    random_layout,
+    round_points,
+)
 
 MAX_ROUND_MARGIN = 18
 """The largest possible round margin (own buttons at heights 7-9, the opponent's at 1-3)."""
@@ -155,6 +164,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         if isinstance(target, bool) or not isinstance(target, int) or target < 1:
             raise ValueError(f"target={target!r} is not allowed; use a whole number >= 1")
         self.opponent = make_opponent(opponent)
+        self._next_opponent: Player | None = None
         self.agent_color_choice = agent_color
         self.target = target
         self.reward_mode = reward
@@ -171,8 +181,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
 
     # ------------------------------------------------------------------------------------------
     def set_opponent(self, opponent: str | Path | Player) -> None:
-        """Replace the opponent; it plays from the next reset on."""
-        self.opponent = make_opponent(opponent)
+        """Replace the opponent from the next :meth:`reset` on (the current episode keeps its own).
+
+        Takes the same values as the ``opponent`` argument; a bad one raises ``ValueError`` now.
+        """
+        self._next_opponent = make_opponent(opponent)
 
     def action_masks(self) -> np.ndarray:
         """Boolean mask of the legal slots (all True once the episode is over)."""
@@ -199,10 +212,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         return info
 
     def _new_round(self, first: Color | None = None) -> None:
-        assert self.state is not None
+        """Set up a round: the match's first (``first`` starts) or the next one."""
         layout = random_layout(self.np_random)
         self._last_move = None
         if first is None:
+            assert self.state is not None
             self.state = self.state.next_round(layout)
         else:
             self.state = State.new_round(layout, first, target=self.target)
@@ -228,10 +242,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self.agent_color = self._draw_color() if agent_color is None else agent_color
         if first is None:
             first = self._draw_color()
+        if self._next_opponent is not None:
+            self.opponent, self._next_opponent = self._next_opponent, None
         reset_opponent = getattr(self.opponent, "reset", None)
         if callable(reset_opponent):
             reset_opponent(self.np_random)
-        self.state = State(("",) * NUM_SLOTS, "R", target=self.target)  # placeholder
         self._new_round(first)
         self._done = False
         self._last_move = None
@@ -272,7 +287,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
             if state.to_move == agent:
                 return reward, extra
             slot = self.opponent.act(state)
-            if slot not in legal or isinstance(slot, bool):
+            if slot not in legal or not is_whole_number(slot):
                 raise ValueError(
                     f"the opponent {self.opponent!r} made an illegal move: "
                     f"{state._illegal_message(slot, legal)}"
@@ -291,7 +306,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         if self._done:
             raise RuntimeError("the episode is over; call reset() to start a new one")
         legal = state.legal_moves()
-        if action not in legal or isinstance(action, bool | float):
+        if action not in legal or not is_whole_number(action):
             message = state._illegal_message(action, legal)
             if self.illegal_action == "raise":
                 raise ValueError(f"illegal action: {message}")

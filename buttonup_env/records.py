@@ -1,8 +1,9 @@
 """Game records in the JSON Lines format of RULES.md: reading, writing and checking.
 
 A round record's ``layout``, ``first`` and ``moves`` are its input; ``movers``, ``extra_turn``,
-``boards`` and ``strength`` (and, inside a match, ``points`` and ``score_after``) are claims
-about the result, checked when present. A match record's input is ``target`` (15 when absent),
+``boards``, ``strength``, ``points`` and ``score_after`` are claims about the result, checked
+when present (a round on its own starts from 0-0). Claims must match in JSON type too: ``1`` is
+not ``true``. A match record's input is ``target`` (15 when absent),
 ``first`` and its rounds; ``score`` and ``winner`` are claims.
 """
 
@@ -84,8 +85,27 @@ def _require(condition: bool, message: str) -> None:
         raise InvalidRecord(message)
 
 
+def _same(claim: object, actual: object) -> bool:
+    """Equal in value and JSON type (so ``1`` is not ``true`` and ``13.0`` is not ``13``)."""
+    if isinstance(actual, bool) or isinstance(claim, bool):
+        return type(claim) is type(actual) and claim == actual
+    if isinstance(actual, dict):
+        return (
+            isinstance(claim, dict)
+            and claim.keys() == actual.keys()
+            and all(_same(claim[k], actual[k]) for k in actual)
+        )
+    if isinstance(actual, list):
+        return (
+            isinstance(claim, list)
+            and len(claim) == len(actual)
+            and all(_same(c, a) for c, a in zip(claim, actual, strict=True))
+        )
+    return type(claim) is type(actual) and claim == actual
+
+
 def _check_claim(record: dict[str, Any], key: str, actual: object, where: str) -> None:
-    if key in record and record[key] != actual:
+    if key in record and not _same(record[key], actual):
         raise InvalidRecord(f"{where}{key} claims {record[key]!r} but the moves give {actual!r}")
 
 
@@ -151,6 +171,8 @@ def replay_round(
                 f"{' '.join(s or '.' for s in actual)!r}",
             )
     _check_claim(record, "strength", state.strength, where)
+    _check_claim(record, "points", state.round_points, where)
+    _check_claim(record, "score_after", state.score, where)
     return state
 
 
@@ -185,8 +207,6 @@ def replay_match(record: dict[str, Any]) -> State:
             f"{where}first is {round_.get('first')!r} but the starting rule gives {starter!r}",
         )
         state = replay_round(round_, score=score, target=target, where=where)
-        _check_claim(round_, "points", state.round_points, where)
-        _check_claim(round_, "score_after", state.score, where)
         score = state.score
     assert state is not None  # rounds is non-empty
     _require(

@@ -15,6 +15,7 @@ Nothing here knows about Gymnasium, numpy arrays, torch or Stable-Baselines3.
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
@@ -31,6 +32,13 @@ Board = tuple[str, ...]
 def other(color: Color) -> Color:
     """The opponent of ``color``."""
     return "B" if color == "R" else "R"
+
+
+def is_whole_number(value: object) -> bool:
+    """True for ``int`` and numpy integers, False for bools, floats and everything else."""
+    return type(value) is int or (
+        isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    )
 
 
 def _check_color(value: object, what: str) -> Color:
@@ -73,20 +81,27 @@ def parse_board(text: str) -> Board:
             f"board {text!r} has {len(parts)} slots; a board is {NUM_SLOTS} slots separated by "
             "spaces, each a stack of R/B/W from bottom to top or '.' when empty"
         )
-    board = tuple("" if p == "." else p for p in parts)
+    return _check_board(tuple("" if p == "." else p for p in parts), text)
+
+
+def _check_board(board: tuple[object, ...], text: str | None = None) -> Board:
+    """``board`` if it is nine stacks of R/B/W holding three buttons of each colour."""
+    shown = repr(text) if text is not None else repr(board)
+    if len(board) != NUM_SLOTS:
+        raise ValueError(f"board {shown} has {len(board)} slots; a board has {NUM_SLOTS}")
     for slot, stack in enumerate(board):
-        if stack.strip(BUTTONS):
+        if not isinstance(stack, str) or stack.strip(BUTTONS):
             raise ValueError(
-                f"board {text!r}: slot {slot} is {parts[slot]!r}; a slot is a stack of the "
-                "letters R, B, W (bottom to top) or '.' when empty"
+                f"board {shown}: slot {slot} is {stack!r}; a slot is a stack of the letters "
+                "R, B, W (bottom to top), empty when the slot is"
             )
-    counts = {c: sum(s.count(c) for s in board) for c in BUTTONS}
+    counts = {c: sum(s.count(c) for s in board) for c in BUTTONS}  # type: ignore[union-attr]
     if any(n != 3 for n in counts.values()):
         raise ValueError(
-            f"board {text!r} holds {counts['R']} R, {counts['B']} B and {counts['W']} W; "
+            f"board {shown} holds {counts['R']} R, {counts['B']} B and {counts['W']} W; "
             "a board holds exactly three buttons of each colour"
         )
-    return board
+    return board  # type: ignore[return-value]
 
 
 def format_board(board: Sequence[str]) -> str:
@@ -187,9 +202,7 @@ class State:
         target: int = DEFAULT_TARGET,
         starter: Color | None = None,
     ) -> None:
-        board = tuple(board)
-        if len(board) != NUM_SLOTS:
-            raise ValueError(f"a board has {NUM_SLOTS} slots, got {len(board)}: {board!r}")
+        board = _check_board(tuple(board))
         _check_color(to_move, "to_move")
         if starter is None:
             starter = to_move
@@ -260,6 +273,9 @@ class State:
     # ----------------------------------------------------------------------------------------
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"State is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"State is immutable; cannot delete {name!r}")
 
     def _key(self) -> tuple[object, ...]:
         return (self.board, self.to_move, self._score, self.target, self.starter)
@@ -358,7 +374,7 @@ class State:
         Raises ``ValueError`` for a finished round or an illegal slot.
         """
         legal = self.legal_moves()
-        if slot not in legal or isinstance(slot, bool):
+        if slot not in legal or not is_whole_number(slot):
             if not legal:  # only a finished round has no legal move
                 raise ValueError(
                     f"the round is over (final stack {self._final_stack()!r}); no move can be "
@@ -382,7 +398,7 @@ class State:
 
     def _illegal_message(self, slot: object, legal: tuple[int, ...]) -> str:
         allowed = ", ".join(map(str, legal))
-        if not isinstance(slot, int) or isinstance(slot, bool) or not 0 <= slot < NUM_SLOTS:
+        if not is_whole_number(slot) or not 0 <= slot < NUM_SLOTS:  # type: ignore[operator]
             return (
                 f"slot {slot!r} does not exist; slots are 0 to 8 and the legal ones are {allowed}"
             )

@@ -8,7 +8,7 @@ both players then play to maximise their own margin. Two facts make the whole ga
 * seen from the player to move (``M`` own buttons, ``O`` the opponent's, ``W`` white spies) the
   value no longer depends on who is red.
 
-Every position reachable from the 1,680 set-ups is one of about 23,000 such canonical rings
+Every position reachable from the 1,680 set-ups is one of 12,804 such canonical rings
 (:func:`solve_all` fills the table). The table is shared by every caller in the process.
 """
 

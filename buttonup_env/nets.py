@@ -1,0 +1,82 @@
+"""The policy network of the shipped agents (needs torch and sb3-contrib: the ``train`` extra).
+
+:class:`RingPolicy` is a MaskablePPO policy for the ``ring`` encoding. The actor scores each of
+the three views (the ring seen from each legal move) with the *same* small network, so what it
+learns about one move holds for every rotation of the circle; the critic pools the views' features
+(mean and max), which makes the value the same for every rotation too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import torch as th
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from torch import nn
+
+from .encoding import MAX_LEGAL
+
+
+def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for a, b in itertools.pairwise(sizes):
+        layers += [nn.Linear(a, b), activation()]
+    return nn.Sequential(*layers)
+
+
+class RingViews(nn.Module):
+    """Actor and critic over the three views (``latent_dim_pi`` = 3 logits)."""
+
+    def __init__(self, view_size: int, hidden: Sequence[int], activation: type[nn.Module]) -> None:
+        super().__init__()
+        self.view_size = view_size
+        sizes = [view_size, *hidden]
+        self.actor_body = _mlp(sizes, activation)
+        self.actor_score = nn.Linear(sizes[-1], 1)
+        self.critic_body = _mlp(sizes, activation)
+        self.latent_dim_pi = MAX_LEGAL
+        self.latent_dim_vf = 2 * sizes[-1]
+
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        views = features.reshape(-1, MAX_LEGAL, self.view_size)
+        return self.actor_score(self.actor_body(views)).squeeze(-1)
+
+    def forward_critic(self, features: th.Tensor) -> th.Tensor:
+        views = self.critic_body(features.reshape(-1, MAX_LEGAL, self.view_size))
+        return th.cat([views.mean(dim=1), views.amax(dim=1)], dim=1)
+
+    def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        return self.forward_actor(features), self.forward_critic(features)
+
+
+class RingPolicy(MaskableActorCriticPolicy):
+    """MaskablePPO policy for :class:`~buttonup_env.wrappers.RingObservation`.
+
+    ``hidden`` (policy_kwargs) sets the sizes of the shared per-view layers (default 256, 256).
+    """
+
+    def __init__(self, *args: Any, hidden: Sequence[int] = (256, 256), **kwargs: Any) -> None:
+        self.hidden = tuple(hidden)
+        kwargs.setdefault("activation_fn", nn.ReLU)
+        super().__init__(*args, **kwargs)
+
+    def _build_mlp_extractor(self) -> None:
+        view_size = self.observation_space.shape[0] // MAX_LEGAL
+        self.mlp_extractor = RingViews(view_size, self.hidden, self.activation_fn)
+
+    def _build(self, lr_schedule: Any) -> None:
+        super()._build(lr_schedule)
+        # the views already give one logit each: no extra layer on top
+        self.action_net = nn.Identity()
+        nn.init.orthogonal_(self.mlp_extractor.actor_score.weight, gain=0.01)
+        nn.init.zeros_(self.mlp_extractor.actor_score.bias)
+        self.optimizer = self.optimizer_class(
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data["hidden"] = self.hidden
+        return data

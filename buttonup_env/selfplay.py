@@ -1,0 +1,121 @@
+"""The self-play opponent pool used by ``training/train.py``.
+
+Every training env holds an :class:`OpponentPool` as its opponent. At the start of each
+episode the pool draws who plays: one of the learner's frozen *snapshots* (ONNX files that the
+training writes to disk; each env loads them itself, never the live training model) or one of
+the fixed bots, by the weights of an :class:`OpponentMix`. Among snapshots the newest is drawn
+with probability ``newest``, otherwise one of the older ones uniformly (older opponents keep the
+learner from forgetting how to beat earlier styles of play). Until the first snapshot exists
+its weight is shared among the bots.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .bots import BOTS, Player
+from .policy import OnnxPolicy
+from .rules import State
+
+SNAPSHOT_GLOB = "step_*.onnx"
+
+
+@dataclass(frozen=True)
+class OpponentMix:
+    """How often each kind of opponent plays (weights, normalised when drawn)."""
+
+    snapshots: float = 0.4
+    """Weight of the learner's own snapshots (self-play)."""
+    perfect: float = 0.4
+    """Weight of the exact solver (PerfectBot)."""
+    greedy: float = 0.1
+    """Weight of GreedyBot."""
+    random: float = 0.1
+    """Weight of RandomBot."""
+    newest: float = 0.5
+    """When a snapshot plays: probability that it is the newest one."""
+    max_snapshots: int = 20
+    """How many of the newest snapshots are in the pool."""
+
+    def __post_init__(self) -> None:
+        weights = (self.snapshots, self.perfect, self.greedy, self.random)
+        if any(w < 0 for w in weights) or sum(weights) <= 0:
+            raise ValueError(
+                f"opponent weights must be >= 0 with a positive sum, got snapshots="
+                f"{self.snapshots}, perfect={self.perfect}, greedy={self.greedy}, "
+                f"random={self.random}"
+            )
+        if sum(weights[1:]) <= 0:
+            raise ValueError("at least one bot (perfect, greedy, random) needs a positive weight")
+        if not 0 <= self.newest <= 1:
+            raise ValueError(f"newest must be a probability in [0, 1], got {self.newest}")
+        if self.max_snapshots < 1:
+            raise ValueError(f"max_snapshots must be >= 1, got {self.max_snapshots}")
+
+
+class OpponentPool:
+    """A player that is a different opponent every episode (see the module docstring)."""
+
+    def __init__(
+        self, snapshot_dir: str | Path, mix: OpponentMix, refresh_seconds: float = 2.0
+    ) -> None:
+        self.snapshot_dir = Path(snapshot_dir)
+        self.mix = mix
+        self.refresh_seconds = refresh_seconds
+        self.bots: dict[str, Player] = {name: cls() for name, cls in BOTS.items()}
+        self._loaded: dict[Path, OnnxPolicy] = {}
+        self._snapshots: list[Path] = []
+        self._listed_at = -float("inf")
+        self.current: Player = self.bots["perfect"]
+        self.current_name = "perfect"
+
+    def snapshots(self) -> list[Path]:
+        """The snapshots in the pool, oldest first (the directory is re-read every few seconds)."""
+        now = time.monotonic()
+        if now - self._listed_at >= self.refresh_seconds:
+            self._listed_at = now
+            found = sorted(self.snapshot_dir.glob(SNAPSHOT_GLOB))
+            self._snapshots = found[-self.mix.max_snapshots :]
+            for stale in set(self._loaded) - set(self._snapshots):
+                del self._loaded[stale]
+        return self._snapshots
+
+    def _snapshot(self, path: Path) -> OnnxPolicy:
+        policy = self._loaded.get(path)
+        if policy is None:
+            policy = self._loaded[path] = OnnxPolicy(path, deterministic=False)
+        return policy
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Draw the opponent of the next episode with ``rng``."""
+        snapshots = self.snapshots()
+        mix = self.mix
+        names = ["snapshots", "perfect", "greedy", "random"]
+        weights = np.array(
+            [mix.snapshots if snapshots else 0.0, mix.perfect, mix.greedy, mix.random]
+        )
+        name = names[int(rng.choice(4, p=weights / weights.sum()))]
+        if name == "snapshots":
+            if len(snapshots) == 1 or rng.random() < mix.newest:
+                path = snapshots[-1]
+            else:
+                path = snapshots[int(rng.integers(len(snapshots) - 1))]
+            self.current = self._snapshot(path)
+            self.current_name = path.stem
+        else:
+            self.current = self.bots[name]
+            self.current_name = name
+        reset = getattr(self.current, "reset", None)
+        if callable(reset):
+            reset(rng)
+
+    def act(self, state: State) -> int:
+        """The current opponent's move."""
+        return self.current.act(state)
+
+    def __repr__(self) -> str:
+        return f"OpponentPool({str(self.snapshot_dir)!r}, current={self.current_name!r})"

@@ -1,0 +1,85 @@
+"""Wrappers that change what the agent of ``ButtonUp-v0`` sees and does."""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from .encoding import ENCODINGS, MAX_LEGAL, RingEncoding
+from .env import ButtonUpEnv
+from .rules import is_whole_number
+
+INVALID_SLOT = -1
+"""Passed to the env for an action with no legal move behind it, so that the env's own
+``illegal_action`` setting decides what happens."""
+
+
+class RingObservation(
+    gym.Wrapper[np.ndarray, np.int64, np.ndarray, np.int64], gym.utils.RecordConstructorArgs
+):
+    """``ButtonUp-v0`` seen through the ``ring`` encoding (see :mod:`buttonup_env.encoding`).
+
+    Observation: ``Box(0, 1, (729,), float32)``, the three views. Action: ``Discrete(3)``,
+    action ``a`` lifts the ``a``-th legal slot in increasing order. :meth:`action_masks` and
+    ``info["action_mask"]`` are over these three actions. Rewards, episode ends and the other
+    ``info`` keys are the env's.
+    """
+
+    def __init__(self, env: gym.Env, encoding: str = "ring") -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, encoding=encoding)
+        gym.Wrapper.__init__(self, env)
+        if not isinstance(env.unwrapped, ButtonUpEnv):
+            raise ValueError(f"RingObservation wraps ButtonUp-v0, got {env.unwrapped!r}")
+        if encoding not in ("ring", "afterstates"):
+            raise ValueError(f"encoding={encoding!r}; use 'ring' or 'afterstates'")
+        self.encoding: RingEncoding = ENCODINGS[encoding]  # type: ignore[assignment]
+        self.observation_space = spaces.Box(0.0, 1.0, (self.encoding.size,), np.float32)
+        self.action_space = spaces.Discrete(MAX_LEGAL)
+
+    @property
+    def _game(self) -> ButtonUpEnv:
+        return self.env.unwrapped  # type: ignore[return-value]
+
+    def _obs(self) -> np.ndarray:
+        game = self._game
+        assert game.state is not None
+        return self.encoding.encode(game.state, game.agent_color)
+
+    def action_masks(self) -> np.ndarray:
+        """Boolean mask over the three actions (all True once the episode is over)."""
+        game = self._game
+        if game.state is None:
+            raise RuntimeError("call reset() before action_masks()")
+        if game._done:
+            return np.ones(MAX_LEGAL, dtype=bool)
+        return self.encoding.mask(game.state)
+
+    def _with_mask(self, info: dict[str, Any]) -> dict[str, Any]:
+        info["action_mask"] = self.action_masks().astype(np.int8)
+        return info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        _, info = self.env.reset(seed=seed, options=options)
+        return self._obs(), self._with_mask(info)
+
+    def step(
+        self, action: np.int64 | int
+    ) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+        game = self._game
+        legal = game.state.legal_moves() if game.state is not None else ()
+        if is_whole_number(action) and action in range(len(legal)):
+            slot = legal[int(action)]
+        elif game.illegal_action == "raise":
+            raise ValueError(
+                f"illegal action: {action!r}; the actions are the legal slots {list(legal)} in "
+                f"order, so 0 to {len(legal) - 1}"
+            )
+        else:
+            slot = INVALID_SLOT
+        _, reward, terminated, truncated, info = self.env.step(slot)
+        return self._obs(), reward, terminated, truncated, self._with_mask(info)

@@ -1,0 +1,182 @@
+"""The bots: legal moves, seeding, and the greedy rule on positions built for it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from buttonup_env.bots import BOTS, GreedyBot, PerfectBot, Player, RandomBot, immediate_margin
+from buttonup_env.rules import LAYOUTS, State, other
+
+BOT_CLASSES = [RandomBot, GreedyBot, PerfectBot]
+
+
+def positions(seed: int, games: int) -> list[State]:
+    rng = np.random.default_rng(seed)
+    found = []
+    for _ in range(games):
+        state = State.new_round(LAYOUTS[int(rng.integers(len(LAYOUTS)))], "R")
+        while not state.round_over:
+            found.append(state)
+            legal = state.legal_moves()
+            state = state.play(legal[int(rng.integers(len(legal)))])
+    return found
+
+
+def margin_if_final(board: tuple[str, ...], color: str) -> int:
+    """``color``'s strength minus the opponent's, scoring every stack as if it were final."""
+    total = 0
+    for stack in board:
+        for height, button in enumerate(stack, start=1):
+            if button == color:
+                total += height
+            elif button == other(color):  # type: ignore[arg-type]
+                total -= height
+    return total
+
+
+def greedy_candidates(state: State) -> set[int]:
+    """The moves the greedy rule allows, computed with ``State.play``."""
+    scored = []
+    for slot in state.legal_moves():
+        after = state.play(slot)
+        extra_turn = not after.round_over and after.to_move == state.to_move
+        scored.append((extra_turn, margin_if_final(after.board, state.to_move), slot))
+    best = max((e, m) for e, m, _ in scored)
+    return {slot for e, m, slot in scored if (e, m) == best}
+
+
+@pytest.mark.parametrize("bot_class", BOT_CLASSES)
+def test_bots_play_legal_moves(bot_class: type) -> None:
+    bot = bot_class(np.random.default_rng(0))
+    assert isinstance(bot, Player)
+    for state in positions(1, games=30):
+        slot = bot.act(state)
+        assert type(slot) is int
+        assert slot in state.legal_moves()
+
+
+@pytest.mark.parametrize("bot_class", BOT_CLASSES)
+def test_bots_play_whole_rounds_for_both_colours(bot_class: type) -> None:
+    for first in ("R", "B"):
+        state = State.new_round(LAYOUTS[100], first)
+        bot = bot_class(3)
+        moves = 0
+        while not state.round_over:
+            state = state.play(bot.act(state))
+            moves += 1
+        assert moves == 8
+
+
+@pytest.mark.parametrize("bot_class", BOT_CLASSES)
+def test_bots_refuse_a_finished_round(bot_class: type) -> None:
+    state = State.from_notation(". . . . . RBBBRWRWW . . .", "R")
+    assert state.round_over
+    with pytest.raises(ValueError, match="round is over"):
+        bot_class(0).act(state)
+
+
+@pytest.mark.parametrize("bot_class", BOT_CLASSES)
+@pytest.mark.parametrize("seed", [-1, 1.5, "7", True, [1]])
+def test_bad_seed(bot_class: type, seed: object) -> None:
+    with pytest.raises(ValueError, match="seed"):
+        bot_class(seed)
+
+
+def test_seeds_that_are_accepted() -> None:
+    state = State.new_round("B W W B B R W R R", "R")
+    for seed in (None, 0, 2**40, np.random.default_rng(5)):
+        assert RandomBot(seed).act(state) in (1, 2, 6)
+
+
+def test_bots_by_name() -> None:
+    assert BOTS == {"random": RandomBot, "greedy": GreedyBot, "perfect": PerfectBot}
+
+
+# --- RandomBot ----------------------------------------------------------------------------------
+
+
+def test_random_bot_same_seed_same_moves() -> None:
+    states = positions(2, games=20)
+
+    def moves(seed: int) -> list[int]:
+        bot = RandomBot(seed)
+        return [bot.act(state) for state in states]
+
+    assert moves(42) == moves(42)
+    assert moves(42) != moves(43)
+    bot = RandomBot(0)
+    bot.reset(np.random.default_rng(8))  # the env hands its generator to the bot this way
+    fresh = RandomBot(np.random.default_rng(8))
+    assert [bot.act(s) for s in states] == [fresh.act(s) for s in states]
+
+
+def test_random_bot_covers_every_legal_move() -> None:
+    state = State.new_round("B W W B B R W R R", "R")
+    bot = RandomBot(np.random.default_rng(1))
+    counts = Counter(bot.act(state) for _ in range(3000))
+    assert set(counts) == {1, 2, 6}
+    assert all(800 < n < 1200 for n in counts.values())  # uniform: about 1000 each
+    two = State.from_notation("B . . . . RBB WWW R R", "B")
+    assert two.legal_moves() == (6,)
+    assert {bot.act(two) for _ in range(20)} == {6}
+
+
+# --- GreedyBot ----------------------------------------------------------------------------------
+
+
+def test_greedy_prefers_an_extra_turn_over_a_better_margin() -> None:
+    state = State.from_notation("R W . BW B B W R R", "B")
+    after = {slot: state.play(slot) for slot in state.legal_moves()}
+    extra = {slot for slot, s in after.items() if not s.round_over and s.to_move == "B"}
+    margins = {slot: margin_if_final(s.board, "B") for slot, s in after.items()}
+    # the premise: one move earns another turn, another move has a strictly better margin
+    assert extra == {1}
+    assert max(margins.values()) > margins[1]
+    for seed in range(10):
+        assert GreedyBot(seed).act(state) == 1
+
+
+def test_greedy_maximises_immediate_margin_without_extra_turns() -> None:
+    state = State.from_notation("R W . . BB BW . RW R", "B")
+    after = {slot: state.play(slot) for slot in state.legal_moves()}
+    assert all(s.to_move == "R" for s in after.values())  # no move earns another turn
+    margins = {slot: margin_if_final(s.board, "B") for slot, s in after.items()}
+    assert len(set(margins.values())) == len(margins) == 3  # a unique best
+    best = max(margins, key=margins.__getitem__)
+    for seed in range(10):
+        assert GreedyBot(seed).act(state) == best
+
+
+def test_greedy_follows_its_rule_everywhere() -> None:
+    bot = GreedyBot(np.random.default_rng(6))
+    for state in positions(4, games=60):
+        assert bot.act(state) in greedy_candidates(state)
+
+
+def test_greedy_breaks_ties_with_its_generator() -> None:
+    tied = [s for s in positions(9, games=60) if len(greedy_candidates(s)) > 1]
+    assert tied, "the random games should reach a greedy tie"
+    state = tied[0]
+    picks = {GreedyBot(seed).act(state) for seed in range(40)}
+    assert picks == greedy_candidates(state)
+    assert [GreedyBot(5).act(s) for s in tied] == [GreedyBot(5).act(s) for s in tied]
+
+
+def test_greedy_knows_the_last_move_earns_nothing() -> None:
+    # Lifting slot 0 puts white on white, which would earn a turn, but it is the round's last
+    # move; both moves leave the same margin, so the greedy rule has a tie to break.
+    state = State.from_notation("W . . . RRRBBBWW . . . .", "B")
+    assert state.legal_moves() == (0, 4)
+    margins = {s: margin_if_final(state.play(s).board, "B") for s in state.legal_moves()}
+    assert margins[0] == margins[4]
+    assert {GreedyBot(seed).act(state) for seed in range(20)} == {0, 4}
+
+
+def test_immediate_margin() -> None:
+    board = ("RB", "", "W", "BBR", "", "", "W", "R", "RWBW")
+    assert immediate_margin(board, "R") == margin_if_final(board, "R")
+    assert immediate_margin(board, "B") == -immediate_margin(board, "R")
+    assert immediate_margin(("RBBBRWRWW", *[""] * 8), "R") == 4  # the worked example's end

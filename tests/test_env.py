@@ -1,0 +1,700 @@
+"""``ButtonUp-v0``: the checkers of Gymnasium and SB3, seeding, masks, rewards and arguments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import buttonup_env
+from buttonup_env.bots import GreedyBot, RandomBot
+from buttonup_env.env import ButtonUpEnv
+from buttonup_env.rules import State, next_starter, other
+from buttonup_env.wrappers import RingObservation
+
+
+@contextmanager
+def warnings_as_errors(*allowed: str) -> Iterator[None]:
+    """Turn every warning into an error, except those whose message matches ``allowed``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for message in allowed:
+            warnings.filterwarnings("ignore", message=message)
+        yield
+
+
+def make(**kwargs: Any) -> ButtonUpEnv:
+    return gym.make("ButtonUp-v0", **kwargs).unwrapped  # type: ignore[return-value]
+
+
+def decode(obs: np.ndarray, agent: str) -> tuple[str, ...]:
+    """The board an observation shows, in R/B/W letters."""
+    letters = {0: agent, 1: other(agent), 2: "W"}  # type: ignore[arg-type]
+    planes = obs[:243].reshape(9, 9, 3)
+    board = []
+    for slot in range(9):
+        stack = ""
+        for height in range(9):
+            (on,) = np.flatnonzero(planes[slot, height]) if planes[slot, height].any() else (None,)
+            if on is None:
+                assert not planes[slot, height:].any(), "no gaps inside a stack"
+                break
+            assert planes[slot, height].sum() == 1
+            stack += letters[int(on)]
+        board.append(stack)
+    return tuple(board)
+
+
+def run_episode(
+    env: gym.Env, seed: int, action_seed: int, options: dict[str, Any] | None = None
+) -> dict[str, list[Any]]:
+    """Play one episode with legal moves drawn from a seeded generator; return what was seen."""
+    rng = np.random.default_rng(action_seed)
+    obs, info = env.reset(seed=seed, options=options)
+    seen: dict[str, list[Any]] = {
+        "obs": [obs],
+        "rewards": [],
+        "opponent_moves": [info["opponent_moves"]],
+        "masks": [info["action_mask"]],
+        "infos": [info],
+        "agent_color": [info["agent_color"]],
+        "terminated": [],
+    }
+    while True:
+        legal = np.flatnonzero(info["action_mask"])
+        action = int(rng.choice(legal))
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert not truncated
+        assert "illegal_action" not in info
+        seen["obs"].append(obs)
+        seen["rewards"].append(reward)
+        seen["opponent_moves"].append(info["opponent_moves"])
+        seen["masks"].append(info["action_mask"])
+        seen["infos"].append(info)
+        seen["terminated"].append(terminated)
+        if terminated:
+            return seen
+
+
+# --- the checkers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"render_mode": "ansi"},
+        {"render_mode": "rgb_array"},
+        {"reward": "round", "episode": "round", "opponent": "greedy"},
+        {"opponent": "perfect", "agent_color": "B", "target": 3},
+    ],
+)
+def test_gymnasium_check_env(kwargs: dict[str, Any]) -> None:
+    env = make(**kwargs)
+    with warnings_as_errors():
+        gym_check_env(env)
+
+
+def test_sb3_check_env() -> None:
+    with warnings_as_errors():
+        sb3_check_env(make(), warn=True)
+        sb3_check_env(make(reward="round", episode="round"), warn=True)
+
+
+def test_make_in_a_fresh_process() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        import gymnasium
+        assert "buttonup_env" not in sys.modules
+        env = gymnasium.make("buttonup_env:ButtonUp-v0", opponent="greedy")
+        obs, info = env.reset(seed=0)
+        assert obs.shape == (246,), obs.shape
+        assert info["action_mask"].any()
+        env.step(int(info["action_mask"].argmax()))
+        assert "ButtonUp-v0" in gymnasium.registry
+        print("ok", type(env.unwrapped).__name__)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok ButtonUpEnv"
+
+
+def test_registered_on_import() -> None:
+    assert "ButtonUp-v0" in gym.registry
+    assert gym.spec("ButtonUp-v0").entry_point == "buttonup_env.env:ButtonUpEnv"
+    assert isinstance(gym.make("ButtonUp-v0").unwrapped, buttonup_env.ButtonUpEnv)
+
+
+def test_spaces() -> None:
+    env = make()
+    assert env.action_space == gym.spaces.Discrete(9)
+    assert env.observation_space.shape == (246,)
+    assert env.observation_space.dtype == np.float32
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == np.float32
+    assert env.observation_space.contains(obs)
+
+
+# --- seeding ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opponent", ["random", "greedy", "perfect"])
+def test_same_seed_same_trajectory(opponent: str) -> None:
+    runs = [
+        run_episode(make(opponent=opponent, target=8), seed=123, action_seed=5) for _ in range(2)
+    ]
+    a, b = runs
+    assert len(a["obs"]) == len(b["obs"])
+    for x, y in zip(a["obs"], b["obs"], strict=True):
+        assert np.array_equal(x, y)
+    assert a["rewards"] == b["rewards"]
+    assert a["opponent_moves"] == b["opponent_moves"]
+    assert a["agent_color"] == b["agent_color"]
+    assert [i["state"] for i in a["infos"]] == [i["state"] for i in b["infos"]]
+    other_seed = run_episode(make(opponent=opponent, target=8), seed=124, action_seed=5)
+    assert [i["state"] for i in other_seed["infos"]] != [i["state"] for i in a["infos"]]
+
+
+def test_reset_with_the_same_seed_on_one_env() -> None:
+    env = make(opponent="random")
+    first = run_episode(env, seed=77, action_seed=1)
+    run_episode(env, seed=78, action_seed=2)
+    again = run_episode(env, seed=77, action_seed=1)
+    assert first["rewards"] == again["rewards"]
+    assert first["opponent_moves"] == again["opponent_moves"]
+    assert [i["state"] for i in first["infos"]] == [i["state"] for i in again["infos"]]
+
+
+# --- masks --------------------------------------------------------------------------------------
+
+
+def test_mask_at_reset() -> None:
+    env = make()
+    for seed in range(200):
+        obs, info = env.reset(seed=seed)
+        mask = info["action_mask"]
+        assert mask.dtype == np.int8
+        assert mask.shape == (9,)
+        assert mask.any()
+        assert np.array_equal(mask, env.action_masks().astype(np.int8))
+        assert env.action_masks().dtype == bool
+        state = info["state"]
+        assert tuple(np.flatnonzero(mask)) == state.legal_moves()
+        assert state.to_move == info["agent_color"]
+        assert state.moves_played == len(info["opponent_moves"])
+        assert decode(obs, info["agent_color"]) == state.board
+
+
+def test_mask_and_observation_along_episodes() -> None:
+    env = make(opponent="greedy", target=6)
+    for seed in range(5):
+        seen = run_episode(env, seed=seed, action_seed=seed)
+        for obs, mask, info in zip(
+            seen["obs"][:-1], seen["masks"][:-1], seen["infos"][:-1], strict=True
+        ):
+            state = info["state"]
+            assert tuple(np.flatnonzero(mask)) == state.legal_moves()
+            assert decode(obs, info["agent_color"]) == state.board
+            agent = info["agent_color"]
+            score = state.score
+            assert obs[243] == pytest.approx(min(score[agent] / 6, 1))
+            assert obs[244] == pytest.approx(min(score[other(agent)] / 6, 1))
+            assert obs[245] == pytest.approx(1 / 6)
+
+
+def test_mask_after_the_end_is_all_ones() -> None:
+    env = make(target=3)
+    seen = run_episode(env, seed=3, action_seed=3)
+    assert seen["masks"][-1].dtype == np.int8
+    assert seen["masks"][-1].tolist() == [1] * 9
+    assert env.action_masks().all()
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+    _, info = env.reset(seed=4)
+    assert tuple(np.flatnonzero(info["action_mask"])) == info["state"].legal_moves()
+    assert not env.action_masks().all()  # at most three stacks hold a white button
+
+
+def test_action_masks_before_reset() -> None:
+    with pytest.raises(RuntimeError, match="reset"):
+        make().action_masks()
+    with pytest.raises(RuntimeError, match="reset"):
+        make().step(0)
+
+
+# --- illegal actions ----------------------------------------------------------------------------
+
+
+def illegal_actions(state: State) -> list[Any]:
+    legal = state.legal_moves()
+    empty_or_plain = [s for s in range(9) if s not in legal]
+    return [*empty_or_plain, 9, -1, 100]
+
+
+def test_illegal_action_ends_the_episode() -> None:
+    env = make()
+    _, info = env.reset(seed=0)
+    for action in illegal_actions(info["state"]):
+        _, info = env.reset(seed=0)
+        before = info["state"]
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert reward == -1.0
+        assert terminated and not truncated
+        assert info["illegal_action"] is True
+        assert info["state"] == before  # the action is not played
+        assert info["action_mask"].tolist() == [1] * 9
+        assert env.observation_space.contains(obs)
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [float, np.float64, np.float32, str, lambda slot: [slot], lambda slot: None],
+    ids=["float", "float64", "float32", "str", "list", "None"],
+)
+def test_non_integer_action_is_illegal(convert: Any) -> None:
+    env = make(illegal_action="raise", agent_color="R")
+    _, info = env.reset(seed=0, options={"first": "R"})
+    slot = info["state"].legal_moves()[0]
+    with pytest.raises(ValueError, match="illegal action"):
+        env.step(convert(slot))
+    assert env.state == info["state"]
+
+
+def test_bool_action_is_illegal() -> None:
+    env = make(illegal_action="raise")
+    for seed in range(50):
+        _, info = env.reset(seed=seed)
+        if 1 in info["state"].legal_moves():
+            break
+    assert 1 in info["state"].legal_moves()
+    with pytest.raises(ValueError, match="illegal action"):
+        env.step(True)
+
+
+def test_legal_step_has_no_illegal_flag() -> None:
+    env = make()
+    _, info = env.reset(seed=0)
+    _, _, _, _, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+    assert "illegal_action" not in info
+
+
+def test_illegal_action_raise() -> None:
+    env = make(illegal_action="raise")
+    _, info = env.reset(seed=1)
+    state = info["state"]
+    bad = illegal_actions(state)[0]
+    with pytest.raises(ValueError, match=f"slot {bad}"):
+        env.step(bad)
+    # nothing happened: the episode goes on from the same position
+    assert env.state == state
+    legal = state.legal_moves()
+    env.step(legal[0])
+
+
+def test_numpy_action() -> None:
+    env = make()
+    _, info = env.reset(seed=2)
+    action = np.int64(np.flatnonzero(info["action_mask"])[0])
+    _, _, _, _, info = env.step(action)
+    assert "illegal_action" not in info
+
+
+# --- rewards ------------------------------------------------------------------------------------
+
+
+def margin(points: dict[str, int], agent: str) -> int:
+    return points[agent] - points[other(agent)]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_round_reward_round_episode(seed: int) -> None:
+    env = make(reward="round", episode="round", opponent="greedy")
+    seen = run_episode(env, seed=seed, action_seed=seed)
+    final_info = seen["infos"][-1]
+    final = final_info["state"]
+    assert final.round_over
+    agent = final_info["agent_color"]
+    expected = margin(final.round_points, agent) / 18
+    strength = final.strength
+    assert expected == (strength[agent] - strength[other(agent)]) / 18
+    assert all(r == 0 for r in seen["rewards"][:-1])
+    assert seen["rewards"][-1] == pytest.approx(expected)
+    assert sum(seen["rewards"]) == pytest.approx(expected)
+    assert final_info["round_points"] == final.round_points
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_match_reward_round_episode(seed: int) -> None:
+    env = make(reward="match", episode="round")
+    seen = run_episode(env, seed=seed, action_seed=seed)
+    final_info = seen["infos"][-1]
+    expected = np.sign(margin(final_info["state"].round_points, final_info["agent_color"]))
+    assert seen["rewards"][:-1] == [0.0] * (len(seen["rewards"]) - 1)
+    assert seen["rewards"][-1] == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_match_reward(seed: int) -> None:
+    env = make(reward="match", target=10)
+    seen = run_episode(env, seed=seed, action_seed=seed)
+    final_info = seen["infos"][-1]
+    final = final_info["state"]
+    assert final.match_over
+    won = final.winner == final_info["agent_color"]
+    assert seen["rewards"][-1] == (1.0 if won else -1.0)
+    assert all(r == 0 for r in seen["rewards"][:-1])
+    assert seen["terminated"] == [False] * (len(seen["terminated"]) - 1) + [True]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_round_reward_over_a_match(seed: int) -> None:
+    env = make(reward="round", target=10, opponent="greedy")
+    seen = run_episode(env, seed=seed, action_seed=seed)
+    agent = seen["agent_color"][0]
+    rounds = 0
+    for reward, info, terminated in zip(
+        seen["rewards"], seen["infos"][1:], seen["terminated"], strict=True
+    ):
+        if "round_points" not in info:
+            assert reward == 0
+            continue
+        rounds += 1
+        expected = margin(info["round_points"], agent) / 18
+        if terminated:
+            expected += 1.0 if info["state"].winner == agent else -1.0
+        assert reward == pytest.approx(expected)
+    final = seen["infos"][-1]["state"]
+    assert rounds >= 1
+    assert sum(p for p in final.score.values()) > 0
+
+
+def test_score_carries_over_rounds_in_a_match() -> None:
+    env = make(target=12, agent_color="R")
+    seen = run_episode(env, seed=10, action_seed=10)
+    score = {"R": 0, "B": 0}
+    for info in seen["infos"][1:]:
+        if "round_points" in info:
+            score = {c: score[c] + info["round_points"][c] for c in score}
+            assert info["state"].score == score
+    assert max(score.values()) >= 12
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_later_rounds_follow_the_starting_rule(seed: int) -> None:
+    env = make(target=20, opponent="greedy")
+    seen = run_episode(env, seed=seed, action_seed=seed)
+    previous = seen["infos"][0]["state"]
+    new_rounds = 0
+    for info, terminated in zip(seen["infos"][1:], seen["terminated"], strict=True):
+        state = info["state"]
+        if "round_points" in info and not terminated:
+            new_rounds += 1
+            assert state.starter == next_starter(state.score, previous.starter)
+            assert state.moves_played <= 3  # the opponent's opening moves, if it starts
+            if state.starter == info["agent_color"]:
+                assert state.moves_played == 0
+        previous = state
+    assert new_rounds >= 1
+
+
+# --- colours, opponents, options ----------------------------------------------------------------
+
+
+def test_agent_color_fixed_or_drawn() -> None:
+    for color in ("R", "B"):
+        env = make(agent_color=color)
+        for seed in range(10):
+            _, info = env.reset(seed=seed)
+            assert info["agent_color"] == env.agent_color == color
+            assert info["state"].to_move == color
+    env = make()
+    drawn = {env.reset(seed=seed)[1]["agent_color"] for seed in range(30)}
+    assert drawn == {"R", "B"}
+    starters = {env.reset(seed=seed)[1]["state"].starter for seed in range(30)}
+    assert starters == {"R", "B"}
+
+
+def test_reset_options() -> None:
+    env = make(agent_color="R")
+    for seed in range(10):
+        _, info = env.reset(seed=seed, options={"agent_color": "B", "first": "R"})
+        state = info["state"]
+        assert info["agent_color"] == env.agent_color == "B"
+        assert state.starter == "R"
+        assert len(info["opponent_moves"]) >= 1  # Red, the opponent, moved first
+        assert state.to_move == "B"
+    for seed in range(10):
+        _, info = env.reset(seed=seed, options={"first": "R"})
+        assert info["agent_color"] == "R"  # the colour option held for one episode only
+        assert info["state"].starter == "R"
+        assert info["opponent_moves"] == []
+        assert info["state"].moves_played == 0
+    _, info = env.reset(seed=0, options={"first": "B"})
+    assert info["state"].starter == "B"
+    assert len(info["opponent_moves"]) >= 1
+    with pytest.raises(ValueError, match="colour"):
+        env.reset(options={"colour": "R"})
+    with pytest.raises(ValueError, match="'G'"):
+        env.reset(options={"agent_color": "G"})
+    with pytest.raises(ValueError, match="'X'"):
+        env.reset(options={"first": "X"})
+
+
+class RecordingPlayer:
+    """Plays the lowest legal slot and remembers what it saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[State] = []
+        self.rngs: list[np.random.Generator] = []
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.rngs.append(rng)
+
+    def act(self, state: State) -> int:
+        self.seen.append(state)
+        return state.legal_moves()[0]
+
+
+def test_opponent_object() -> None:
+    player = RecordingPlayer()
+    env = make(opponent=player, agent_color="B")
+    seen = run_episode(env, seed=0, action_seed=0, options={"first": "R"})
+    assert len(player.rngs) == 1
+    assert player.rngs[0] is env.np_random
+    assert player.seen
+    assert all(state.to_move == "R" for state in player.seen)
+    moves = [m for ms in seen["opponent_moves"] for m in ms]
+    assert moves == [state.legal_moves()[0] for state in player.seen]
+
+
+def test_object_without_reset_is_fine() -> None:
+    class Lowest:
+        def act(self, state: State) -> int:
+            return state.legal_moves()[0]
+
+    run_episode(make(opponent=Lowest(), target=3), seed=0, action_seed=0)
+
+
+def test_opponent_playing_an_illegal_move() -> None:
+    class Cheat:
+        def act(self, state: State) -> int:
+            return next(s for s in range(9) if s not in state.legal_moves())
+
+    env = make(opponent=Cheat(), agent_color="B")
+    with pytest.raises(ValueError, match="illegal move"):
+        env.reset(seed=0, options={"first": "R"})
+
+
+def test_set_opponent_between_episodes() -> None:
+    env = make(agent_color="B")
+    env.reset(seed=0)
+    player = RecordingPlayer()
+    before = env.opponent
+    env.set_opponent(player)
+    assert env.opponent is before  # the episode under way keeps its opponent
+    run_episode(env, seed=1, action_seed=1, options={"first": "R"})
+    assert env.opponent is player
+    assert player.seen
+    env.set_opponent("greedy")
+    env.reset(seed=2)
+    assert isinstance(env.opponent, GreedyBot)
+    calls = len(player.seen)
+    run_episode(env, seed=1, action_seed=1, options={"first": "R"})
+    assert len(player.seen) == calls
+    with pytest.raises(ValueError, match="42"):
+        env.set_opponent(42)  # type: ignore[arg-type]
+
+
+def test_opponent_by_name() -> None:
+    assert isinstance(make(opponent="random").opponent, RandomBot)
+    assert isinstance(make(opponent="greedy").opponent, GreedyBot)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"reward": "x"}, "reward='x'"),
+        ({"episode": "game"}, "episode='game'"),
+        ({"target": 0}, "target=0"),
+        ({"target": -3}, "target=-3"),
+        ({"target": 2.5}, "target=2.5"),
+        ({"target": True}, "target=True"),
+        ({"agent_color": "G"}, "agent_color='G'"),
+        ({"illegal_action": "ignore"}, "illegal_action='ignore'"),
+        ({"render_mode": "human"}, "render_mode='human'"),
+        ({"opponent": "nonsense"}, "'nonsense'"),
+        ({"opponent": 42}, "42"),
+        ({"opponent": None}, "None"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValueError, match=named.replace("(", r"\(")) as error:
+        ButtonUpEnv(**kwargs)
+    assert "use" in str(error.value)  # the message says what to do instead
+
+
+# --- rendering ----------------------------------------------------------------------------------
+
+
+def test_render_ansi() -> None:
+    env = make(render_mode="ansi", agent_color="R")
+    _, info = env.reset(seed=0)
+    text = env.render()
+    assert isinstance(text, str)
+    for slot in range(9):
+        assert f"slot {slot}" in text
+    assert "0 - 0" in text
+    assert "(you)" in text
+    state = info["state"]
+    for slot, stack in enumerate(state.board):
+        assert f"slot {slot}: {stack or '.'}" in text
+
+
+def test_render_ansi_shows_the_score() -> None:
+    env = make(render_mode="ansi", target=30)
+    _, info = env.reset(seed=2)
+    while not any(info["state"].score.values()):
+        _, _, terminated, _, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+        assert not terminated
+    score = info["state"].score
+    text = env.render()
+    assert f"{score['R']} - {score['B']}" in text
+    assert "0 - 0" not in text
+    assert "target 30" in text
+
+
+def test_render_rgb_array() -> None:
+    env = make(render_mode="rgb_array")
+    env.reset(seed=0)
+    image = env.render()
+    assert isinstance(image, np.ndarray)
+    assert image.ndim == 3 and image.shape[2] == 3
+    assert image.shape[0] > 50 and image.shape[1] > 50
+    assert image.dtype == np.uint8
+    colours = np.unique(image.reshape(-1, 3), axis=0)
+    assert len(colours) > 5
+    env.step(int(env.action_masks().argmax()))
+    assert not np.array_equal(env.render(), image)
+
+
+def test_render_without_mode() -> None:
+    env = make()
+    env.reset(seed=0)
+    assert env.render() is None
+
+
+# --- vector envs and the ring wrapper -----------------------------------------------------------
+
+
+def test_make_vec() -> None:
+    envs = gym.make_vec("ButtonUp-v0", num_envs=2, vectorization_mode="sync")
+    try:
+        obs, infos = envs.reset(seed=0)
+        assert obs.shape == (2, 246)
+        assert infos["action_mask"].shape == (2, 9)
+        for _ in range(40):
+            actions = np.array([int(np.flatnonzero(m)[0]) for m in infos["action_mask"]])
+            obs, rewards, _, truncated, infos = envs.step(actions)
+            assert obs.shape == (2, 246)
+            assert rewards.shape == (2,)
+            assert not truncated.any()
+            assert infos["action_mask"].any(axis=1).all()
+    finally:
+        envs.close()
+
+
+def ring_env(**kwargs: Any) -> RingObservation:
+    return RingObservation(make(**kwargs))
+
+
+def test_ring_observation() -> None:
+    env = ring_env(episode="round", opponent="greedy")
+    assert env.observation_space.shape == (729,)
+    assert env.action_space == gym.spaces.Discrete(3)
+    rng = np.random.default_rng(0)
+    for seed in range(10):
+        obs, info = env.reset(seed=seed)
+        while True:
+            game = env.unwrapped
+            state = game.state
+            legal = state.legal_moves()
+            assert obs.shape == (729,)
+            assert obs.dtype == np.float32
+            mask = info["action_mask"]
+            assert mask.dtype == np.int8
+            assert mask.tolist() == [1] * len(legal) + [0] * (3 - len(legal))
+            assert np.array_equal(env.action_masks(), mask.astype(bool))
+            views = obs.reshape(3, 243)
+            assert not views[len(legal) :].any()
+            stacks = [s for s in state.board if s]
+            for a, slot in enumerate(legal):  # view a starts at the a-th legal slot
+                start = [s for s in range(9) if state.board[s]].index(slot)
+                ring = stacks[start:] + stacks[:start]
+                shown = decode(views[a], game.agent_color)
+                assert list(shown[: len(ring)]) == ring
+                assert not any(shown[len(ring) :])
+            action = int(rng.integers(len(legal)))
+            expected = state.play(legal[action])
+            obs, _, terminated, _, info = env.step(action)
+            for move in info["opponent_moves"]:  # action a lifted legal_moves()[a]
+                expected = expected.play(move)
+            assert game.state == expected
+            if terminated:
+                assert info["action_mask"].tolist() == [1, 1, 1]
+                break
+
+
+def test_ring_observation_illegal_action() -> None:
+    env = ring_env()
+    _, info = env.reset(seed=0)
+    n = int(info["action_mask"].sum())
+    bad = 3 if n == 3 else n
+    _, reward, terminated, _, info = env.step(bad)
+    assert reward == -1.0 and terminated
+    assert info["illegal_action"] is True
+    raising = ring_env(illegal_action="raise")
+    raising.reset(seed=0)
+    with pytest.raises(ValueError, match="illegal action"):
+        raising.step(5)
+
+
+WRAPPED = ".*different from the unwrapped version.*"
+
+
+def test_ring_observation_check_env_core() -> None:
+    """Reset, step, spaces and determinism of the wrapper (without re-making it from its spec)."""
+    with warnings_as_errors(WRAPPED):
+        gym_check_env(ring_env(), skip_render_check=True, skip_close_check=True)
+        sb3_check_env(ring_env(), warn=True)
+
+
+def test_ring_observation_check_env() -> None:
+    """The full checker re-makes the env from ``env.spec``, which needs the wrapper's arguments."""
+    with warnings_as_errors(WRAPPED):
+        gym_check_env(ring_env())
+
+
+def test_ring_observation_can_be_made_from_its_spec() -> None:
+    env = ring_env(episode="round")
+    again = gym.make(env.spec)
+    assert isinstance(again, RingObservation)
+    assert again.observation_space.shape == (729,)
+
+
+def test_ring_observation_only_wraps_button_up() -> None:
+    with pytest.raises(ValueError, match="ButtonUp"):
+        RingObservation(gym.make("CartPole-v1"))

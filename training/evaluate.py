@@ -1,0 +1,110 @@
+"""Evaluate a policy against a bot or another policy.
+
+    python training/evaluate.py --model models/buttonup-ppo.onnx --opponent perfect --matches 500
+    python training/evaluate.py --model a.onnx --opponent b.onnx --matches 200 --record games.jsonl
+
+Plays N matches with the seats alternating (and the first round's starter alternating every two
+matches) and prints, from the model's side: matches won and lost with a 95% Wilson interval,
+the mean round margin, the mean regret per decision (how many round points worse than the exact
+solver's best move the model's choice was, averaged over the model's decisions) and matches per
+second. ``--json FILE`` writes the same figures; ``--record FILE`` writes the games as RULES.md
+match records, which ``python -m buttonup_env.replay FILE`` checks.
+
+A player is ``random``, ``greedy``, ``perfect`` or a path to an exported ``.onnx`` policy (an
+SB3 ``.zip`` only with ``--trusted``: loading one runs pickled code).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import tyro
+from tqdm import tqdm
+
+from buttonup_env.bots import BOTS, Player
+from buttonup_env.evaluation import evaluate
+from buttonup_env.policy import load_policy
+from buttonup_env.records import write_records
+
+
+@dataclass
+class EvaluateArgs:
+    """Evaluate a policy (or bot) against an opponent over whole matches."""
+
+    model: str
+    """The player measured: a .onnx policy (or random|greedy|perfect)."""
+    opponent: str = "random"
+    """random|greedy|perfect or a path to another policy."""
+    matches: int = 1000
+    """Matches to play."""
+    seed: int = 0
+    """Seed of the layouts and of the players' random choices."""
+    target: int = 15
+    """Points that win a match."""
+    json: Path | None = None
+    """Write the figures to this JSON file."""
+    record: Path | None = None
+    """Write the games to this JSON Lines file (RULES.md match records)."""
+    trusted: bool = False
+    """Allow loading SB3 .zip files (they unpickle code: only files you made)."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+def make_player(spec: str, trusted: bool) -> Player:
+    """A bot by name or a policy from a file; ``ValueError`` otherwise."""
+    if spec in BOTS:
+        return BOTS[spec]()
+    path = Path(spec)
+    if not path.exists():
+        raise ValueError(
+            f"{spec!r} is neither a bot ({', '.join(BOTS)}) nor an existing policy file"
+        )
+    return load_policy(path, trusted=trusted)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = tyro.cli(EvaluateArgs, args=argv, description=__doc__)
+    try:
+        if args.matches < 1:
+            raise ValueError(f"--matches must be >= 1, got {args.matches}")
+        if args.target < 1:
+            raise ValueError(f"--target must be >= 1, got {args.target}")
+        model = make_player(args.model, args.trusted)
+        opponent = make_player(args.opponent, args.trusted)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    with tqdm(total=args.matches, unit="match", disable=not args.progress, leave=False) as bar:
+        result = evaluate(
+            model,
+            opponent,
+            args.matches,
+            seed=args.seed,
+            target=args.target,
+            keep_records=args.record is not None,
+            progress=lambda n: bar.update(n - bar.n),
+        )
+    print(f"{args.model} against {args.opponent}, seed {args.seed}")
+    print(result.summary())
+    if args.json is not None:
+        figures = {
+            "model": args.model,
+            "opponent": args.opponent,
+            "seed": args.seed,
+            "target": args.target,
+            **result.to_dict(),
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"figures written to {args.json}")
+    if args.record is not None:
+        count = write_records(args.record, result.records)
+        print(f"{count} match records written to {args.record}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

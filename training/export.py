@@ -1,0 +1,113 @@
+"""Export a trained policy to ONNX with its model card.
+
+    python training/export.py runs/NAME                      # the run's best checkpoint
+    python training/export.py runs/NAME --which latest --out models/my-agent.onnx
+
+Writes ``OUT`` (the policy network: observations to action logits; needs only onnxruntime to
+run, see ``buttonup_env.load_policy``) and ``OUT`` with ``.json`` (the card: the training
+command, config, seed, code version, training steps and time, and the evaluation against the
+random bot and the perfect bot). Training calls the same code at its end.
+
+This loads the run's SB3 checkpoint, which unpickles Python code: export only runs you made.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import tyro
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import write_card
+
+from buttonup_env.bots import PerfectBot, RandomBot
+from buttonup_env.evaluation import EvaluationResult, evaluate
+from buttonup_env.export import export_onnx
+from buttonup_env.policy import OnnxPolicy
+
+EVAL_SEED = 2026
+
+
+def export_with_card(
+    policy: object,
+    out: Path,
+    config: dict,
+    training: dict,
+    random_matches: int,
+    perfect_matches: int,
+    quiet: bool = False,
+) -> dict[str, EvaluationResult]:
+    """Write ``out`` and its card; evaluate against the random and the perfect bot."""
+    export_onnx(policy, out, {"steps": training.get("steps", "")})
+    player = OnnxPolicy(out)
+    results: dict[str, tuple[str, EvaluationResult]] = {}
+    for name, bot, matches in (
+        ("random", RandomBot(), random_matches),
+        ("perfect", PerfectBot(), perfect_matches),
+    ):
+        if matches <= 0:
+            continue
+        if not quiet:
+            print(f"evaluating {out.name} against the {name} bot ({matches} matches)...")
+        result = evaluate(player, bot, matches, seed=EVAL_SEED)
+        command = (
+            f"python training/evaluate.py --model {out} --opponent {name} "
+            f"--matches {matches} --seed {EVAL_SEED}"
+        )
+        results[name] = (command, result)
+        if not quiet:
+            print(result.summary(), end="\n\n")
+    write_card(out, config, training, results)
+    return {name: result for name, (_, result) in results.items()}
+
+
+@dataclass
+class ExportArgs:
+    """Export a run's checkpoint to ONNX with a model card."""
+
+    run: tyro.conf.Positional[Path]
+    """A run folder made by training/train.py."""
+    which: Literal["best", "latest"] = "best"
+    """best: the checkpoint with the lowest regret against the perfect bot in the periodic
+    evaluations; latest: the last one."""
+    out: Path | None = None
+    """Where to write the .onnx (default: RUN/WHICH.onnx); the card goes beside it."""
+    random_matches: int = 1000
+    """Matches against the random bot for the card."""
+    perfect_matches: int = 500
+    """Matches against the perfect bot for the card."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = tyro.cli(ExportArgs, args=argv, description=__doc__)
+    checkpoint = args.run / "checkpoints" / f"{args.which}.zip"
+    if not (args.run / "config.json").is_file():
+        raise SystemExit(f"error: {args.run} is not a run folder (no config.json)")
+    if not checkpoint.is_file():
+        raise SystemExit(f"error: {checkpoint} does not exist (run still starting?)")
+    for name in ("random_matches", "perfect_matches"):
+        if getattr(args, name) < 0:
+            raise SystemExit(f"error: --{name.replace('_', '-')} must be >= 0")
+    from sb3_contrib import MaskablePPO
+
+    model = MaskablePPO.load(checkpoint, device="cpu")
+    config = json.loads((args.run / "config.json").read_text())
+    state_file = args.run / "checkpoints" / f"{args.which}.json"
+    state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+    training = {
+        "checkpoint": args.which,
+        "steps": model.num_timesteps,
+        "minutes": round(state.get("train_seconds", 0.0) / 60, 1),
+    }
+    out = args.out or args.run / f"{args.which}.onnx"
+    export_with_card(model.policy, out, config, training, args.random_matches, args.perfect_matches)
+    print(f"wrote {out} and {out.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()

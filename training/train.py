@@ -1,0 +1,451 @@
+"""Self-play MaskablePPO training for Button Up!.
+
+    python training/train.py                   # the full run that made models/buttonup-ppo.onnx
+    python training/train.py --preset quick    # a few minutes: a first agent to look at
+    python training/train.py --resume runs/NAME
+
+Every run writes to its own folder ``runs/NAME``: ``config.json``, TensorBoard logs (``tb/``),
+checkpoints (``checkpoints/latest.zip``, every ``checkpoint_every`` steps and on Ctrl-C),
+the opponent snapshots (``snapshots/``), the periodic evaluations (``eval.jsonl``), and at the
+end the exported policies ``final.onnx`` and ``best.onnx`` with their cards.
+
+What the agent learns from: the round margin (own strength minus the opponent's, divided by 18)
+at the end of each one-round episode. The exact solver never enters the loss or the reward; it
+only judges (the regret figures, and which snapshot is kept as ``best``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import gymnasium as gym
+import torch as th
+import tyro
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import code_version
+from export import export_with_card
+
+from buttonup_env.bots import BOTS
+from buttonup_env.evaluation import evaluate
+from buttonup_env.export import export_onnx
+from buttonup_env.nets import RingPolicy
+from buttonup_env.policy import OnnxPolicy
+from buttonup_env.selfplay import OpponentMix, OpponentPool
+from buttonup_env.wrappers import RingObservation
+
+
+@dataclass
+class TrainConfig:
+    """Self-play MaskablePPO on ButtonUp-v0 (ring encoding, one round per episode)."""
+
+    preset: Literal["full", "quick", "smoke"] = "full"
+    """full: the shipped agent's run; quick: a few minutes; smoke: seconds, for tests. A preset
+    sets total_steps, eval/snapshot/checkpoint intervals and eval sizes; flags given after it
+    override those."""
+    total_steps: int | None = None
+    """Environment steps (agent decisions) to train for (default: from the preset)."""
+    seed: int = 0
+    """Seed of the networks, the envs and the opponents' draws."""
+    run_name: str | None = None
+    """Folder name under runs_dir (default: PRESET-sSEED-DATE-TIME)."""
+    runs_dir: Path = Path("runs")
+    """Where run folders are made."""
+    resume: Path | None = None
+    """Continue the run in this folder from its last checkpoint (other flags are ignored)."""
+
+    n_envs: int = 8
+    """Environments stepped together."""
+    vec_env: Literal["dummy", "subproc"] = "dummy"
+    """dummy: all envs in this process; subproc: one process per env."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Sizes of the per-view hidden layers of actor and critic."""
+    learning_rate: float = 3e-4
+    """Adam learning rate."""
+    n_steps: int = 256
+    """Steps per env per rollout (rollout = n_envs * n_steps)."""
+    batch_size: int = 512
+    """Minibatch size."""
+    n_epochs: int = 4
+    """Passes over each rollout."""
+    gamma: float = 1.0
+    """Discount (episodes are one round: at most 8 agent decisions)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_range: float = 0.2
+    """PPO clip range."""
+    ent_coef_start: float = 0.05
+    """Entropy coefficient at the start; it decays linearly ..."""
+    ent_coef_end: float = 0.005
+    """... to this value at the end of the run."""
+
+    opponents: OpponentMix = field(default_factory=OpponentMix)
+    """Who the learner plays (see buttonup_env.selfplay)."""
+    snapshot_every: int | None = None
+    """Steps between snapshots of the learner added to the opponent pool."""
+    eval_every: int | None = None
+    """Steps between evaluations against the fixed bots."""
+    eval_matches: int | None = None
+    """Matches against each bot in a periodic evaluation."""
+    checkpoint_every: int | None = None
+    """Steps between checkpoints (one is also written on Ctrl-C and at the end)."""
+    final_eval_matches: int | None = None
+    """Matches against the random bot after training."""
+    threads: int = 2
+    """torch threads."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+PRESETS: dict[str, dict[str, int]] = {
+    "full": dict(
+        total_steps=8_000_000,
+        snapshot_every=250_000,
+        eval_every=500_000,
+        eval_matches=100,
+        checkpoint_every=500_000,
+        final_eval_matches=1000,
+    ),
+    "quick": dict(
+        total_steps=400_000,
+        snapshot_every=100_000,
+        eval_every=100_000,
+        eval_matches=50,
+        checkpoint_every=100_000,
+        final_eval_matches=200,
+    ),
+    "smoke": dict(
+        total_steps=4_096,
+        snapshot_every=2_048,
+        eval_every=2_048,
+        eval_matches=4,
+        checkpoint_every=2_048,
+        final_eval_matches=10,
+    ),
+}
+
+
+def resolve(config: TrainConfig) -> TrainConfig:
+    """Fill the fields left to the preset, and check the values."""
+    values = {k: v for k, v in PRESETS[config.preset].items() if getattr(config, k) is None}
+    config = dataclasses.replace(config, **values)
+    for name in (
+        "total_steps",
+        "n_envs",
+        "n_steps",
+        "batch_size",
+        "n_epochs",
+        "snapshot_every",
+        "eval_every",
+        "eval_matches",
+        "checkpoint_every",
+        "final_eval_matches",
+        "threads",
+    ):
+        value = getattr(config, name)
+        if value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if not config.hidden or min(config.hidden) < 1:
+        raise ValueError(f"--hidden needs one or more sizes >= 1, got {config.hidden}")
+    if config.learning_rate <= 0:
+        raise ValueError(f"--learning-rate must be > 0, got {config.learning_rate}")
+    return config
+
+
+def make_env(snapshot_dir: Path, mix: OpponentMix) -> gym.Env:
+    """One training env: the ring view of ButtonUp-v0, one round per episode, margin reward."""
+    pool = OpponentPool(snapshot_dir, mix)
+    env = gym.make("ButtonUp-v0", opponent=pool, episode="round", reward="round")
+    return RingObservation(env)
+
+
+def make_vec_env(config: TrainConfig, run_dir: Path) -> VecEnv:
+    snapshot_dir = run_dir / "snapshots"
+    fns = [lambda: make_env(snapshot_dir, config.opponents) for _ in range(config.n_envs)]
+    venv = SubprocVecEnv(fns) if config.vec_env == "subproc" else DummyVecEnv(fns)
+    venv.seed(config.seed)
+    return venv
+
+
+# --- callbacks -----------------------------------------------------------------------------
+
+
+class EntropySchedule(BaseCallback):
+    """Linear decay of the entropy coefficient over the whole run."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        super().__init__()
+        self.config = config
+
+    def _on_rollout_start(self) -> None:
+        c = self.config
+        progress = min(self.num_timesteps / c.total_steps, 1.0)
+        self.model.ent_coef = c.ent_coef_start + (c.ent_coef_end - c.ent_coef_start) * progress
+        self.logger.record("train/ent_coef", self.model.ent_coef)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class Periodic(BaseCallback):
+    """Snapshots, evaluations and checkpoints at fixed step intervals."""
+
+    def __init__(self, config: TrainConfig, run_dir: Path, state: dict) -> None:
+        super().__init__()
+        self.config = config
+        self.run_dir = run_dir
+        self.state = state  # persisted in checkpoints/latest.json
+        self.bar: tqdm | None = None
+
+    def _due(self, key: str, every: int) -> bool:
+        if self.num_timesteps >= self.state.get(key, 0):
+            self.state[key] = (self.num_timesteps // every + 1) * every
+            return True
+        return False
+
+    def _on_training_start(self) -> None:
+        if self.config.progress:
+            self.bar = tqdm(
+                total=self.config.total_steps,
+                initial=self.num_timesteps,
+                unit="step",
+                unit_scale=True,
+                dynamic_ncols=True,
+                smoothing=0.05,
+            )
+
+    def _on_step(self) -> bool:
+        if self.bar is not None:
+            self.bar.update(self.num_timesteps - self.bar.n)
+        c = self.config
+        if self._due("next_snapshot", c.snapshot_every):
+            self.snapshot()
+        if self._due("next_eval", c.eval_every):
+            self.evaluate()
+        if self._due("next_checkpoint", c.checkpoint_every):
+            save_checkpoint(self.model, self.run_dir, self.state)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def snapshot(self) -> Path:
+        path = self.run_dir / "snapshots" / f"step_{self.num_timesteps:09d}.onnx"
+        export_onnx(self.model.policy, path, {"steps": self.num_timesteps})
+        snapshots = sorted(path.parent.glob("step_*.onnx"))
+        self.logger.record("pool/size", min(len(snapshots), self.config.opponents.max_snapshots))
+        return path
+
+    def evaluate(self) -> None:
+        c = self.config
+        path = self.run_dir / "eval_policy.onnx"
+        export_onnx(self.model.policy, path, {"steps": self.num_timesteps})
+        player = OnnxPolicy(path)
+        row: dict[str, float | int] = {
+            "steps": self.num_timesteps,
+            "minutes": round(self.state["train_seconds"] / 60, 2),
+        }
+        for name in BOTS:
+            result = evaluate(player, BOTS[name](), c.eval_matches, seed=10_000 + len(BOTS))
+            row[f"win_rate_{name}"] = result.win_rate
+            row[f"regret_{name}"] = result.mean_regret
+            self.logger.record(f"eval/win_rate_{name}", result.win_rate)
+            self.logger.record(f"eval/regret_vs_{name}", result.mean_regret)
+            self.logger.record(f"eval/round_margin_{name}", result.mean_round_margin)
+        regret = float(row["regret_perfect"])
+        if regret < self.state.get("best_regret", float("inf")):
+            self.state["best_regret"] = regret
+            self.state["best_steps"] = self.num_timesteps
+            save_checkpoint(self.model, self.run_dir, self.state, name="best")
+        with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+        message = (
+            f"step {self.num_timesteps:>10,}  regret vs perfect {regret:.3f}  win rate: "
+            + ", ".join(f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS)
+        )
+        (self.bar.write if self.bar is not None else print)(message)
+
+
+class Clock(BaseCallback):
+    """Counts training wall time across resumes."""
+
+    def __init__(self, state: dict) -> None:
+        super().__init__()
+        self.state = state
+        self.last = time.monotonic()
+
+    def _on_step(self) -> bool:
+        now = time.monotonic()
+        self.state["train_seconds"] = self.state.get("train_seconds", 0.0) + now - self.last
+        self.last = now
+        return True
+
+
+# --- checkpoints ---------------------------------------------------------------------------
+
+
+def save_checkpoint(model: MaskablePPO, run_dir: Path, state: dict, name: str = "latest") -> None:
+    """Write checkpoints/NAME.zip (model and optimiser) and NAME.json (progress) atomically."""
+    folder = run_dir / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f"{name}.tmp.zip"
+    model.save(tmp)
+    tmp.replace(folder / f"{name}.zip")
+    state = dict(state, steps=model.num_timesteps)
+    (folder / f"{name}.tmp.json").write_text(json.dumps(state, indent=2))
+    (folder / f"{name}.tmp.json").replace(folder / f"{name}.json")
+
+
+def config_to_json(config: TrainConfig) -> dict:
+    data = dataclasses.asdict(config)
+    data["runs_dir"] = str(config.runs_dir)
+    data["resume"] = None
+    return data
+
+
+def config_from_json(data: dict) -> TrainConfig:
+    data = dict(data)
+    data["opponents"] = OpponentMix(**data["opponents"])
+    data["hidden"] = tuple(data["hidden"])
+    data["runs_dir"] = Path(data["runs_dir"])
+    return TrainConfig(**data)
+
+
+# --- main ----------------------------------------------------------------------------------
+
+
+def train(config: TrainConfig, argv: list[str]) -> Path:
+    """Run (or resume) a training; return the run folder."""
+    if config.resume is not None:
+        run_dir = config.resume
+        if not (run_dir / "config.json").is_file():
+            raise SystemExit(f"error: --resume {run_dir}: no config.json there (not a run folder)")
+        checkpoint = run_dir / "checkpoints" / "latest.zip"
+        if not checkpoint.is_file():
+            raise SystemExit(f"error: --resume {run_dir}: no checkpoint yet ({checkpoint})")
+        config = config_from_json(json.loads((run_dir / "config.json").read_text()))
+        state = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
+    else:
+        config = resolve(config)
+        name = config.run_name or f"{config.preset}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run_dir = config.runs_dir / name
+        if run_dir.exists():
+            raise SystemExit(f"error: run folder {run_dir} exists; pick another --run-name")
+        run_dir.mkdir(parents=True)
+        saved = config_to_json(config)
+        saved["command"] = " ".join(["python", "training/train.py", *argv])
+        saved["code_version"] = code_version()
+        (run_dir / "config.json").write_text(json.dumps(saved, indent=2))
+        state = {}
+        checkpoint = None
+    (run_dir / "snapshots").mkdir(exist_ok=True)
+    th.set_num_threads(config.threads)
+    venv = make_vec_env(config, run_dir)
+    if checkpoint is not None:
+        model = MaskablePPO.load(checkpoint, env=venv, device="cpu")
+        print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
+    else:
+        model = MaskablePPO(
+            RingPolicy,
+            venv,
+            learning_rate=config.learning_rate,
+            n_steps=config.n_steps,
+            batch_size=config.batch_size,
+            n_epochs=config.n_epochs,
+            gamma=config.gamma,
+            gae_lambda=config.gae_lambda,
+            clip_range=config.clip_range,
+            ent_coef=config.ent_coef_start,
+            seed=config.seed,
+            device="cpu",
+            policy_kwargs=dict(hidden=config.hidden),
+            tensorboard_log=str(run_dir / "tb"),
+        )
+        print(f"training in {run_dir} for {config.total_steps:,} steps")
+    periodic = Periodic(config, run_dir, state)
+    callbacks = CallbackList([Clock(state), EntropySchedule(config), periodic])
+    remaining = config.total_steps - model.num_timesteps
+    interrupted = False
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # treat kill like Ctrl-C
+    try:
+        if remaining > 0:
+            model.learn(remaining, callback=callbacks, reset_num_timesteps=False, tb_log_name="ppo")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        save_checkpoint(model, run_dir, state)
+        venv.close()
+    if interrupted:
+        print(
+            f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
+            f"  python training/train.py --resume {run_dir}"
+        )
+        raise SystemExit(130)
+    finish(model, config, run_dir, state)
+    return run_dir
+
+
+def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) -> None:
+    """Export the final policy (and the best one) with cards; print the final evaluation."""
+    config_json = json.loads((run_dir / "config.json").read_text())
+    minutes = round(state.get("train_seconds", 0.0) / 60, 1)
+    final = run_dir / "final.onnx"
+    print(f"\nexporting {final}")
+    training = {"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}
+    export_with_card(
+        model.policy, final, config_json, training, config.final_eval_matches, perfect_matches=0
+    )
+    best = run_dir / "checkpoints" / "best.zip"
+    if best.is_file():
+        best_model = MaskablePPO.load(best, device="cpu")
+        training = {
+            "checkpoint": "best",
+            "steps": best_model.num_timesteps,
+            "minutes": minutes,
+            "chosen_by": "lowest regret against the perfect bot in periodic evaluations",
+        }
+        export_with_card(
+            best_model.policy,
+            run_dir / "best.onnx",
+            config_json,
+            training,
+            random_matches=0,
+            perfect_matches=0,
+            quiet=True,
+        )
+    print(
+        f"policy: {final} (card: {final.with_suffix('.json')})\n"
+        f"lowest-regret checkpoint: {run_dir / 'best.onnx'}\n"
+        f"evaluate against the perfect bot with:\n"
+        f"  python training/evaluate.py --model {final} --opponent perfect --matches 500"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    config = tyro.cli(TrainConfig, args=argv, description=__doc__)
+    try:
+        train(config, argv)
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning")
+    main()
