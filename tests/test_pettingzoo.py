@@ -1,0 +1,277 @@
+"""``buttonup_v0``, the PettingZoo AEC environment: PettingZoo's checks, whole matches, rewards."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pettingzoo")
+
+from pettingzoo.test import api_test, collect_render_results, seed_test
+
+from buttonup_env.encoding import SlotEncoding, legal_mask
+from buttonup_env.pettingzoo import AGENT_COLORS, ButtonUpAEC, env
+from buttonup_env.rules import State, sow
+
+# What PettingZoo's api_test says about every environment outside its own list of classic games.
+API_TEST_NOTES = (
+    r"unknown reset option\(s\) \['options'\]",
+    "Observation space for each agent probably should be",
+    "We recommend agents to be named",
+    "Observation is not a NumPy array",
+    "Action mask numpy array is all zeros",
+)
+
+
+def play_match(
+    seed: int, action_seed: int, options: dict[str, Any] | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """Play one match with legal moves drawn from a seeded generator; return what was seen."""
+    game = env(**kwargs)
+    game.reset(seed=seed, options=options)
+    rng = np.random.default_rng(action_seed)
+    moves: list[tuple[str, int, State]] = []
+    returns = dict.fromkeys(game.possible_agents, 0.0)
+    for agent in game.agent_iter():
+        observation, reward, termination, truncation, info = game.last()
+        returns[agent] += reward
+        assert not truncation
+        if termination:
+            game.step(None)
+            continue
+        state: State = info["state"]
+        mask = observation["action_mask"]
+        assert mask.dtype == np.int8
+        np.testing.assert_array_equal(mask, legal_mask(state, np.int8))
+        opponent = next(a for a in game.agents if a != agent)
+        assert not game.observe(opponent)["action_mask"].any(), "only the mover has moves"
+        assert state.to_move == AGENT_COLORS[agent]
+        action = int(rng.choice(np.flatnonzero(mask)))
+        assert action in state.legal_moves()
+        moves.append((agent, action, state))
+        game.step(action)
+    assert game.agents == []
+    return {"moves": moves, "returns": returns, "final": game.unwrapped.position}
+
+
+# --- PettingZoo's own checks -------------------------------------------------------------------
+
+
+def test_api_test() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for message in API_TEST_NOTES:
+            warnings.filterwarnings("ignore", message=message)
+        api_test(env(), num_cycles=1000)
+        api_test(env(reward="round", target=5), num_cycles=1000)
+
+
+def test_seed_test() -> None:
+    seed_test(env, num_cycles=500)
+
+
+# --- whole matches -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_match_is_legal_and_rewards_the_winner(seed: int) -> None:
+    record = play_match(seed, action_seed=100 + seed)
+    final: State = record["final"]
+    assert final.match_over
+    assert max(final.score.values()) >= final.target == 15
+    winner = {"R": "red", "B": "black"}[final.winner]  # type: ignore[index]
+    loser = "black" if winner == "red" else "red"
+    assert record["returns"] == {winner: 1.0, loser: -1.0}
+    assert len(record["moves"]) % 8 == 0, "every round has exactly eight moves"
+
+
+def test_same_seed_same_match() -> None:
+    first = play_match(7, action_seed=3)
+    again = play_match(7, action_seed=3)
+    assert first["moves"] == again["moves"]
+    assert first["returns"] == again["returns"]
+    other = play_match(8, action_seed=3)
+    assert other["moves"] != first["moves"]
+
+
+@pytest.mark.parametrize("first", ["R", "B"])
+def test_first_option_names_the_starter(first: str) -> None:
+    record = play_match(0, action_seed=0, options={"first": first})
+    agent, _, state = record["moves"][0]
+    assert state.to_move == first == state.starter
+    assert AGENT_COLORS[agent] == first
+
+
+def test_starter_is_drawn_from_the_seed() -> None:
+    starters = set()
+    for seed in range(20):
+        game = env()
+        game.reset(seed=seed)
+        starters.add(game.agent_selection)
+        again = env()
+        again.reset(seed=seed)
+        assert again.agent_selection == game.agent_selection
+        assert again.infos["red"]["state"] == game.infos["red"]["state"]
+    assert starters == {"red", "black"}
+
+
+def test_turns_follow_the_rules_and_extra_turns_repeat_the_agent() -> None:
+    record = play_match(1, action_seed=2)
+    moves = record["moves"]
+    repeats = 0
+    for (agent, slot, state), (next_agent, _, next_state) in itertools.pairwise(moves):
+        board, extra_turn = sow(state.board, slot)
+        if board.count("") == 8:  # the round ended: the next round's starter moves
+            assert AGENT_COLORS[next_agent] == next_state.starter
+        elif extra_turn:
+            assert next_agent == agent
+            repeats += 1
+        else:
+            assert next_agent != agent
+    assert repeats > 0
+
+
+def test_extra_turn_on_the_first_move() -> None:
+    """Find a seed whose first layout lets the starter earn another turn, and take it."""
+    for seed in range(50):
+        game = env()
+        game.reset(seed=seed, options={"first": "R"})
+        state: State = game.infos["red"]["state"]
+        extra = [s for s in state.legal_moves() if sow(state.board, s)[1]]
+        if extra:
+            break
+    else:
+        pytest.fail("no seed in range(50) gives Red an extra turn on the first move")
+    assert game.agent_selection == "red"
+    game.step(extra[0])
+    assert game.agent_selection == "red"
+    assert game.last()[0]["action_mask"].any()
+    assert game.infos["red"]["state"] == state.play(extra[0])
+
+
+def test_round_rewards_add_the_margins() -> None:
+    record = play_match(3, action_seed=4, reward="round", target=20)
+    final: State = record["final"]
+    margin = (final.score["R"] - final.score["B"]) / 18  # each round: red's points - black's
+    win = 1.0 if final.winner == "R" else -1.0
+    assert record["returns"]["red"] == pytest.approx(margin + win)
+    assert record["returns"]["black"] == pytest.approx(-margin - win)
+
+
+def test_observation_is_the_slot_encoding_from_each_side() -> None:
+    game = env()
+    game.reset(seed=5)
+    state: State = game.infos["red"]["state"]
+    for agent, color in AGENT_COLORS.items():
+        observation = game.observe(agent)
+        assert game.observation_space(agent).contains(observation)
+        np.testing.assert_array_equal(
+            observation["observation"], SlotEncoding().encode(state, color)
+        )
+
+
+def test_round_points_in_infos_after_a_round() -> None:
+    game = env(target=1000)
+    game.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        mask = game.last()[0]["action_mask"]
+        game.step(int(rng.choice(np.flatnonzero(mask))))
+    info = game.infos["red"]
+    assert set(info["round_points"]) == {"R", "B"}
+    assert info["state"].score == info["round_points"]
+    assert info["state"].moves_played == 0, "the next round is already set up"
+
+
+# --- illegal actions ---------------------------------------------------------------------------
+
+
+def test_illegal_action_loses_through_the_wrapper() -> None:
+    game = env()
+    game.reset(seed=0)
+    offender = game.agent_selection
+    illegal = int(np.flatnonzero(game.last()[0]["action_mask"] == 0)[0])
+    game.step(illegal)
+    assert all(game.terminations.values())
+    returns = {}
+    for agent in game.agent_iter():
+        _, reward, termination, truncation, _ = game.last()
+        assert termination and truncation
+        returns[agent] = reward
+        game.step(None)
+    other = "black" if offender == "red" else "red"
+    assert returns == {offender: -1.0, other: 0.0}
+
+
+def test_out_of_range_action_fails_the_bounds_wrapper() -> None:
+    game = env()
+    game.reset(seed=0)
+    with pytest.raises(AssertionError, match="action space"):
+        game.step(9)
+
+
+def test_illegal_action_without_wrappers_raises() -> None:
+    game = ButtonUpAEC()
+    game.reset(seed=0)
+    state = game.position
+    assert state is not None
+    illegal = next(s for s in range(9) if s not in state.legal_moves())
+    with pytest.raises(ValueError, match=rf"illegal action by '\w+': slot {illegal} "):
+        game.step(illegal)
+
+
+# --- arguments ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"target": 0}, "target=0 is not allowed"),
+        ({"target": True}, "target=True is not allowed"),
+        ({"target": 2.5}, "target=2.5 is not allowed"),
+        ({"reward": "win"}, "reward='win' is not allowed; use one of 'match', 'round'"),
+        ({"render_mode": "human"}, "render_mode='human' is not allowed"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ButtonUpAEC(**kwargs)
+
+
+def test_bad_reset_options() -> None:
+    game = env()
+    with pytest.raises(ValueError, match=r"options\['first'\]='red' is not allowed"):
+        game.reset(options={"first": "red"})
+    with pytest.warns(UserWarning, match=r"unknown reset option\(s\) \['frist'\] ignored"):
+        game.reset(options={"frist": "R"})
+
+
+def test_observe_before_reset_raises() -> None:
+    with pytest.raises(RuntimeError, match="reset"):
+        ButtonUpAEC().observe("red")
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+def test_render_ansi() -> None:
+    results = collect_render_results(env(render_mode="ansi"))
+    assert all(isinstance(text, str) and "to move" in text for text in results)
+    assert results[0].startswith("Button Up!")
+
+
+def test_render_rgb_array() -> None:
+    results = collect_render_results(env(render_mode="rgb_array"))
+    for picture in results:
+        assert isinstance(picture, np.ndarray)
+        assert picture.shape == (400, 400, 3) and picture.dtype == np.uint8
+
+
+def test_render_without_mode_is_none() -> None:
+    game = env()
+    game.reset(seed=0)
+    assert game.render() is None
