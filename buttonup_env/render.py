@@ -1,11 +1,13 @@
 """Pictures of a position: text (``ansi``) and an RGB image of the circle (``rgb_array``).
 
-Only numpy: the image is drawn with filled discs and a tiny built-in bitmap font.
+Only numpy: the image is drawn with filled discs and a tiny built-in bitmap font, in the few
+flat colours of :data:`RGB` (no anti-aliasing), so a picture converts to a palette without loss.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -66,7 +68,9 @@ RGB = {
     "text": (40, 30, 20),
     "highlight": (255, 215, 0),
     "legal": (60, 140, 60),
+    "caption": (236, 220, 186),
 }
+"""The only colours :func:`rgb_array` and :func:`caption` draw with."""
 
 # 3x5 bitmap glyphs, rows top to bottom
 _FONT = {
@@ -85,14 +89,50 @@ _FONT = {
     "-": ("000", "000", "111", "000", "000"),
     "/": ("001", "001", "010", "100", "100"),
     " ": ("000", "000", "000", "000", "000"),
+    "A": ("010", "101", "111", "101", "101"),
+    "C": ("011", "100", "100", "100", "011"),
+    "D": ("110", "101", "101", "101", "110"),
+    "E": ("111", "100", "110", "100", "111"),
+    "F": ("111", "100", "110", "100", "100"),
+    "G": ("011", "100", "101", "101", "011"),
+    "H": ("101", "101", "111", "101", "101"),
+    "I": ("111", "010", "010", "010", "111"),
+    "J": ("001", "001", "001", "101", "010"),
+    "K": ("101", "101", "110", "101", "101"),
+    "L": ("100", "100", "100", "100", "111"),
+    "M": ("101", "111", "111", "101", "101"),
+    "N": ("110", "101", "101", "101", "101"),
+    "O": ("010", "101", "101", "101", "010"),
+    "P": ("110", "101", "110", "100", "100"),
+    "Q": ("010", "101", "101", "110", "011"),
+    "S": ("011", "100", "010", "001", "110"),
+    "T": ("111", "010", "010", "010", "010"),
+    "U": ("101", "101", "101", "101", "111"),
+    "V": ("101", "101", "101", "101", "010"),
+    "W": ("101", "101", "111", "111", "101"),
+    "X": ("101", "101", "010", "101", "101"),
+    "Y": ("101", "101", "010", "010", "010"),
+    "Z": ("111", "001", "010", "100", "111"),
+    ":": ("000", "010", "000", "010", "000"),
+    ".": ("000", "000", "000", "000", "010"),
+    ",": ("000", "000", "000", "010", "100"),
+    "!": ("010", "010", "010", "000", "010"),
+    "(": ("001", "010", "010", "010", "001"),
+    ")": ("100", "010", "010", "010", "100"),
+    "+": ("000", "010", "111", "010", "000"),
+    "=": ("000", "111", "000", "111", "000"),
+    ">": ("100", "010", "001", "010", "100"),
+    "<": ("001", "010", "100", "010", "001"),
+    "'": ("010", "010", "000", "000", "000"),
 }
+"""3x5 glyphs: digits, capital letters (lower case is drawn as capitals) and a few signs."""
 
 
 def _text(
     img: np.ndarray, text: str, x: int, y: int, scale: int, rgb: tuple[int, int, int]
 ) -> None:
-    """Draw ``text`` with its top-left corner at (x, y)."""
-    for k, ch in enumerate(text):
+    """Draw ``text`` with its top-left corner at (x, y); each glyph takes ``4 * scale`` pixels."""
+    for k, ch in enumerate(text.upper()):
         glyph = _FONT.get(ch, _FONT[" "])
         gx = x + k * 4 * scale
         for r, row in enumerate(glyph):
@@ -126,21 +166,33 @@ def _polar(slot: int, radius: float, size: int) -> tuple[float, float]:
     return size / 2 + radius * math.sin(angle), size / 2 - radius * math.cos(angle)
 
 
-def rgb_array(state: State, last_move: int | None = None, size: int = 400) -> np.ndarray:
+def rgb_array(
+    state: State,
+    last_move: int | None = None,
+    size: int = 400,
+    *,
+    highlight: Mapping[int, int] | None = None,
+) -> np.ndarray:
     """An ``size x size x 3`` uint8 picture: the circle of slots with every stack on it.
 
     Slot 0 is at the top and the numbers grow clockwise, as in the rules. Each stack is a row of
     buttons from its slot on the circle towards the centre, the bottom button on the circle.
     Legal slots sit on a green base; ``last_move`` (the slot just lifted) is ringed in gold. The
     score is at the top left (red, then black), the target at the top right, and a button of
-    the colour to move at the bottom right.
+    the colour to move at the bottom right (labelled in words from ``size`` 300 up).
+
+    ``highlight`` maps slots to a number of buttons: that many buttons at the top of the slot's
+    stack are ringed in gold (the stack about to be lifted, or the buttons just sown).
     """
+    marked = dict(highlight or {})
     img = np.empty((size, size, 3), dtype=np.uint8)
     img[:] = RGB["background"]
     ring_r = size * 0.38
     _ring(img, size / 2, size / 2, ring_r, max(size // 100, 2), RGB["ring"])
     legal = set(state.legal_moves())
     button_r = size * 0.026
+    rim = max(size / 250, 1)
+    halo = max(size / 90, 2)
     scale = max(size // 130, 2)
     for slot, stack in enumerate(state.board):
         cx, cy = _polar(slot, ring_r, size)
@@ -151,16 +203,52 @@ def rgb_array(state: State, last_move: int | None = None, size: int = 400) -> np
             _ring(img, cx, cy, size * 0.052, max(size // 130, 2), RGB["highlight"])
         lx, ly = _polar(slot, size * 0.465, size)
         _text(img, str(slot), int(lx - 1.5 * scale), int(ly - 2.5 * scale), scale, RGB["text"])
+        lit = len(stack) - min(marked.get(slot, 0), len(stack))
         for k, button in enumerate(stack):
             bx, by = _polar(slot, ring_r - k * button_r * 1.6, size)
-            _disc(img, bx, by, button_r + max(size / 250, 1), RGB["outline"])
+            if k >= lit:
+                _disc(img, bx, by, button_r + rim + halo, RGB["highlight"])
+            _disc(img, bx, by, button_r + rim, RGB["outline"])
             _disc(img, bx, by, button_r, RGB[button])
     score = state.score
-    _text(img, f"R {score['R']}", 6, 6, scale, RGB["R"])
-    _text(img, f"B {score['B']}", 6, 6 + 7 * scale, scale, RGB["B"])
-    target = str(state.target)
+    wide = size >= 300  # room for words; smaller pictures keep to letters and numbers
+    red, black = ("Red", "Black") if wide else ("R", "B")
+    _text(img, f"{red} {score['R']}", 6, 6, scale, RGB["R"])
+    _text(img, f"{black} {score['B']}", 6, 6 + 7 * scale, scale, RGB["B"])
+    target = f"target {state.target}" if wide else str(state.target)
     _text(img, target, size - 6 - 4 * scale * len(target), 6, scale, RGB["text"])
     if not state.round_over:
-        _disc(img, size - size * 0.06, size - size * 0.06, size * 0.035, RGB["outline"])
-        _disc(img, size - size * 0.06, size - size * 0.06, size * 0.03, RGB[state.to_move])
+        cx = cy = size - size * 0.06
+        _disc(img, cx, cy, size * 0.035, RGB["outline"])
+        _disc(img, cx, cy, size * 0.03, RGB[state.to_move])
+        if wide:
+            label = "to move"
+            x = size - 6 - 4 * scale * len(label)
+            _text(img, label, x, int(cy - size * 0.035 - 8 * scale), scale, RGB["text"])
     return img
+
+
+def caption(
+    image: np.ndarray,
+    lines: Sequence[str | Sequence[tuple[str, tuple[int, int, int]]]],
+    scale: int | None = None,
+) -> np.ndarray:
+    """``image`` with a strip beneath it holding ``lines`` of text (drawn in capitals).
+
+    A line is a string, or a sequence of ``(text, rgb)`` pieces drawn one after another. Text
+    that does not fit the width is cut off. ``scale`` (pixels per font dot) defaults to
+    ``image width // 200``, at least 1.
+    """
+    width = image.shape[1]
+    scale = max(width // 200, 1) if scale is None else scale
+    pad = 3 * scale
+    strip = np.empty((len(lines) * 7 * scale + 2 * pad, width, 3), dtype=np.uint8)
+    strip[:] = RGB["caption"]
+    strip[: max(scale // 2, 1)] = RGB["outline"]
+    for row, line in enumerate(lines):
+        pieces = [(line, RGB["text"])] if isinstance(line, str) else line
+        x, y = pad, pad + row * 7 * scale + scale
+        for text, rgb in pieces:
+            _text(strip, text, x, y, scale, rgb)
+            x += 4 * scale * len(text)
+    return np.concatenate([image, strip], axis=0)
