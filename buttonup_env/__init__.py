@@ -5,6 +5,8 @@ Importing the package registers ``ButtonUp-v0`` with Gymnasium.
 
 from __future__ import annotations
 
+import os
+
 from gymnasium.envs.registration import register, registry
 
 from .bots import GreedyBot, PerfectBot, Player, RandomBot
@@ -30,8 +32,13 @@ if "ButtonUp-v0" not in registry:
     register(id="ButtonUp-v0", entry_point="buttonup_env.env:ButtonUpEnv")
 
 
-def load_policy(path, *, trusted: bool = False):  # type: ignore[no-untyped-def]
-    """Load an exported policy as a player (see :func:`buttonup_env.policy.load_policy`)."""
+def load_policy(
+    path: str | os.PathLike[str], *, trusted: bool = False, deterministic: bool = True
+) -> Player:
+    """Load an exported policy as a player with ``act(state) -> slot``.
+
+    See :func:`buttonup_env.policy.load_policy` (imported lazily: onnxruntime only when used).
+    """
     from .policy import load_policy as _load
 
-    return _load(path, trusted=trusted)
+    return _load(path, trusted=trusted, deterministic=deterministic)

@@ -1,7 +1,7 @@
 """Observations: how a position becomes numbers, shared by the env, the bots and the policies.
 
-Two encodings, both from one player's point of view (``own`` buttons, the ``opponent``'s, white
-spies — never raw red/black, so one policy serves both seats):
+Three encodings, all from one player's point of view (``own`` buttons, the ``opponent``'s,
+white spies — never raw red/black, so one policy serves both seats):
 
 ``slots`` (the observation of ``ButtonUp-v0``, 246 floats in ``[0, 1]``)
     For slot ``s`` (0-8), height ``h`` (0 = bottom, up to 8) and channel ``c`` (0 own, 1 the
@@ -9,16 +9,25 @@ spies — never raw red/black, so one policy serves both seats):
     ``243``: own score / target, ``244``: the opponent's score / target (both capped at 1), and
     ``245``: 1 / target. The action is the slot to lift.
 
-``ring`` (what the shipped policies see, 729 floats in ``{0, 1}``)
-    Sowing skips empty slots, so only the *ring* of non-empty stacks in clockwise order matters,
-    and at most three stacks (those holding a white button) can be lifted. The observation is
-    three *views*, one per legal move: view ``a`` is the ring read clockwise starting at the
-    ``a``-th legal slot (in increasing slot order), as ``9 x 27`` planes laid out like the
-    ``slots`` encoding with ring places in place of slots (places past the last stack are
-    zeros); a view with no legal move behind it is all zeros. Feature ``243*a + 27*i + 3*h + c``.
-    The action ``a`` lifts the ``a``-th legal slot (:meth:`RingEncoding.slot`). A network that
-    scores every view with the same weights sees the game's rotation symmetry for free. The match
-    score is not part of it: policies on this encoding play every round for the largest margin.
+The two others are for policies that look at one *view* per legal move. Sowing skips empty
+slots, so only the *ring* of non-empty stacks in clockwise order matters, and at most three
+stacks (those holding a white button) can be lifted, so there are three views; view ``a``
+belongs to the ``a``-th legal slot in increasing order, the action ``a`` lifts that slot
+(:meth:`RingEncoding.slot`), and a view with no legal move behind it is all zeros. A ring is
+written as ``9 x 27`` planes laid out like the ``slots`` encoding with ring places in place of
+slots (places past the last stack are zeros). A network that scores every view with the same
+weights sees the game's rotation symmetry for free. The match score is not part of these:
+policies on them play every round for the largest margin.
+
+``ring`` (729 floats in ``{0, 1}``)
+    View ``a``: the ring read clockwise starting at the stack to lift. Feature
+    ``243*a + 27*i + 3*h + c``.
+
+``afterstates`` (735 floats in ``{0, 1}``; what the shipped policies see)
+    View ``a``: the position *after* the move — the ring read clockwise from the first stack
+    that received a button (the rules engine computes it; no solver is involved), then two
+    flags: the move earns another turn, and the move ends the round. Feature
+    ``245*a + 27*i + 3*h + c`` for the ring, ``245*a + 243`` and ``245*a + 244`` for the flags.
 """
 
 from __future__ import annotations
@@ -169,7 +178,7 @@ _FLAGS = struct.Struct("<2f")
 
 
 class AfterstateEncoding(RingEncoding):
-    """The ``afterstates`` encoding (see the module docstring)."""
+    """The ``afterstates`` encoding (see the module docstring): the position after each move."""
 
     name: ClassVar[str] = "afterstates"
     view_size: ClassVar[int] = BOARD_FEATURES + 2

@@ -28,7 +28,9 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     denominator = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denominator
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == trials else min(1.0, centre + half)
+    return (low, high)  # the ends are exact at 0 and n successes (no rounding past p)
 
 
 @dataclass

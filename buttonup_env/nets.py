@@ -29,13 +29,19 @@ def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
 class RingViews(nn.Module):
     """Actor and critic over the three views (``latent_dim_pi`` = 3 logits)."""
 
-    def __init__(self, view_size: int, hidden: Sequence[int], activation: type[nn.Module]) -> None:
+    def __init__(
+        self,
+        view_size: int,
+        hidden: Sequence[int],
+        activation: type[nn.Module],
+        shared: bool = False,
+    ) -> None:
         super().__init__()
         self.view_size = view_size
         sizes = [view_size, *hidden]
         self.actor_body = _mlp(sizes, activation)
         self.actor_score = nn.Linear(sizes[-1], 1)
-        self.critic_body = _mlp(sizes, activation)
+        self.critic_body = self.actor_body if shared else _mlp(sizes, activation)
         self.latent_dim_pi = MAX_LEGAL
         self.latent_dim_vf = 2 * sizes[-1]
 
@@ -54,17 +60,25 @@ class RingViews(nn.Module):
 class RingPolicy(MaskableActorCriticPolicy):
     """MaskablePPO policy for :class:`~buttonup_env.wrappers.RingObservation`.
 
-    ``hidden`` (policy_kwargs) sets the sizes of the shared per-view layers (default 256, 256).
+    policy_kwargs: ``hidden``, the sizes of the per-view layers (default 256, 256); ``shared``,
+    whether actor and critic use the same per-view layers (default False: separate).
     """
 
-    def __init__(self, *args: Any, hidden: Sequence[int] = (256, 256), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        hidden: Sequence[int] = (256, 256),
+        shared: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self.hidden = tuple(hidden)
+        self.shared = shared
         kwargs.setdefault("activation_fn", nn.ReLU)
         super().__init__(*args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
         view_size = self.observation_space.shape[0] // MAX_LEGAL
-        self.mlp_extractor = RingViews(view_size, self.hidden, self.activation_fn)
+        self.mlp_extractor = RingViews(view_size, self.hidden, self.activation_fn, self.shared)
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
@@ -79,4 +93,5 @@ class RingPolicy(MaskableActorCriticPolicy):
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
         data["hidden"] = self.hidden
+        data["shared"] = self.shared
         return data

@@ -11,6 +11,7 @@ its weight is shared among the bots.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,15 +44,15 @@ class OpponentMix:
 
     def __post_init__(self) -> None:
         weights = (self.snapshots, self.perfect, self.greedy, self.random)
-        if any(w < 0 for w in weights) or sum(weights) <= 0:
+        if any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
             raise ValueError(
-                f"opponent weights must be >= 0 with a positive sum, got snapshots="
+                f"opponent weights must be finite and >= 0 with a positive sum, got snapshots="
                 f"{self.snapshots}, perfect={self.perfect}, greedy={self.greedy}, "
                 f"random={self.random}"
             )
         if sum(weights[1:]) <= 0:
             raise ValueError("at least one bot (perfect, greedy, random) needs a positive weight")
-        if not 0 <= self.newest <= 1:
+        if not (math.isfinite(self.newest) and 0 <= self.newest <= 1):
             raise ValueError(f"newest must be a probability in [0, 1], got {self.newest}")
         if self.max_snapshots < 1:
             raise ValueError(f"max_snapshots must be >= 1, got {self.max_snapshots}")

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import buttonup_env
 from buttonup_env.evaluation import EvaluationResult
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def fail(message: str) -> NoReturn:
+    """Exit with status 2 and one line on stderr (the scripts' answer to a bad argument)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def code_version() -> str:
@@ -59,3 +66,51 @@ def write_card(
     path = model_path.with_suffix(".json")
     path.write_text(json.dumps(card, indent=2) + "\n")
     return path
+
+
+def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | None:
+    """Draw win rates against the bots and regret against the solver over steps (PNG).
+
+    Reads the rows that training appends to ``eval.jsonl``; returns None when there are none.
+    """
+    rows = [json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()]
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [row["steps"] / 1e6 for row in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
+    for name, colour in (("random", "tab:green"), ("greedy", "tab:orange"), ("perfect", "tab:red")):
+        left.plot(
+            steps,
+            [100 * row[f"win_rate_{name}"] for row in rows],
+            marker=".",
+            color=colour,
+            label=f"against {name}",
+        )
+    left.set(
+        xlabel="environment steps (millions)",
+        ylabel="matches won (%)",
+        ylim=(-2, 102),
+        title="win rate in periodic evaluations",
+    )
+    left.axhline(50, color="grey", lw=0.6, ls=":")
+    left.legend(loc="lower right", fontsize=8)
+    right.plot(steps, [row["regret_perfect"] for row in rows], marker=".", color="tab:blue")
+    right.set(
+        xlabel="environment steps (millions)",
+        ylabel="round points per decision",
+        title="regret against the exact solver (vs perfect)",
+        yscale="log",
+    )
+    right.grid(True, which="both", lw=0.3)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

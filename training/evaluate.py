@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--matches must be >= 1, got {args.matches}")
         if args.target < 1:
             raise ValueError(f"--target must be >= 1, got {args.target}")
+        for option, path in (("--json", args.json), ("--record", args.record)):
+            if path is not None and not path.parent.is_dir():
+                raise ValueError(f"{option} {path}: the folder {path.parent} does not exist")
         model = make_player(args.model, args.trusted)
         if args.opponent == BEST_RESPONSE:
             return best_response(args, model)

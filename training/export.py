@@ -23,7 +23,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import write_card
+from common import fail, write_card
 
 from buttonup_env.bots import PerfectBot, RandomBot
 from buttonup_env.evaluation import EvaluationResult, evaluate
@@ -87,12 +87,12 @@ def main(argv: list[str] | None = None) -> None:
     args = tyro.cli(ExportArgs, args=argv, description=__doc__)
     checkpoint = args.run / "checkpoints" / f"{args.which}.zip"
     if not (args.run / "config.json").is_file():
-        raise SystemExit(f"error: {args.run} is not a run folder (no config.json)")
+        fail(f"{args.run} is not a run folder (no config.json)")
     if not checkpoint.is_file():
-        raise SystemExit(f"error: {checkpoint} does not exist (run still starting?)")
+        fail(f"{checkpoint} does not exist (run still starting?)")
     for name in ("random_matches", "perfect_matches"):
         if getattr(args, name) < 0:
-            raise SystemExit(f"error: --{name.replace('_', '-')} must be >= 0")
+            fail(f"--{name.replace('_', '-')} must be >= 0")
     from sb3_contrib import MaskablePPO
 
     model = MaskablePPO.load(checkpoint, device="cpu")

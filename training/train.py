@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import code_version
+from common import code_version, fail, plot_learning_curve
 from export import export_with_card
 
 from buttonup_env.bots import BOTS
@@ -67,6 +67,9 @@ class TrainConfig:
     resume: Path | None = None
     """Continue the run in this folder from its last checkpoint (other flags are ignored)."""
 
+    encoding: Literal["afterstates", "ring"] = "afterstates"
+    """What the policy sees (buttonup_env.encoding): afterstates (the ring after each legal
+    move) or ring (the ring seen from each legal move)."""
     n_envs: int = 8
     """Environments stepped together."""
     vec_env: Literal["dummy", "subproc"] = "dummy"
@@ -109,6 +112,9 @@ class TrainConfig:
     progress: bool = True
     """Show a progress bar."""
 
+
+PERIODIC_EVAL_SEED = 1000
+"""Layouts of the periodic evaluations (the same at every evaluation, so rows compare)."""
 
 PRESETS: dict[str, dict[str, int]] = {
     "full": dict(
@@ -165,18 +171,23 @@ def resolve(config: TrainConfig) -> TrainConfig:
     return config
 
 
-def make_env(snapshot_dir: Path, mix: OpponentMix) -> gym.Env:
-    """One training env: the ring view of ButtonUp-v0, one round per episode, margin reward."""
+def make_env(snapshot_dir: Path, mix: OpponentMix, encoding: str) -> gym.Env:
+    """One training env: ButtonUp-v0 seen through ``encoding``, one round per episode, the
+    round margin / 18 as reward, and the opponent pool as opponent."""
     pool = OpponentPool(snapshot_dir, mix)
     env = gym.make("ButtonUp-v0", opponent=pool, episode="round", reward="round")
-    return RingObservation(env)
+    return RingObservation(env, encoding=encoding)
 
 
-def make_vec_env(config: TrainConfig, run_dir: Path) -> VecEnv:
+def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) -> VecEnv:
+    """``n_envs`` training envs (seeded with ``seed``, default the config's)."""
     snapshot_dir = run_dir / "snapshots"
-    fns = [lambda: make_env(snapshot_dir, config.opponents) for _ in range(config.n_envs)]
+    fns = [
+        lambda: make_env(snapshot_dir, config.opponents, config.encoding)
+        for _ in range(config.n_envs)
+    ]
     venv = SubprocVecEnv(fns) if config.vec_env == "subproc" else DummyVecEnv(fns)
-    venv.seed(config.seed)
+    venv.seed(config.seed if seed is None else seed)
     return venv
 
 
@@ -210,9 +221,14 @@ class Periodic(BaseCallback):
         self.state = state  # persisted in checkpoints/latest.json
         self.bar: tqdm | None = None
 
+    @property
+    def steps(self) -> int:
+        """Steps trained so far (read from the model: SB3 updates ``num_timesteps`` late)."""
+        return self.model.num_timesteps
+
     def _due(self, key: str, every: int) -> bool:
-        if self.num_timesteps >= self.state.get(key, 0):
-            self.state[key] = (self.num_timesteps // every + 1) * every
+        if self.steps >= self.state.get(key, 0):
+            self.state[key] = (self.steps // every + 1) * every
             return True
         return False
 
@@ -220,16 +236,16 @@ class Periodic(BaseCallback):
         if self.config.progress:
             self.bar = tqdm(
                 total=self.config.total_steps,
-                initial=self.num_timesteps,
+                initial=self.steps,
                 unit="step",
                 unit_scale=True,
                 dynamic_ncols=True,
                 smoothing=0.05,
+                mininterval=1.0 if sys.stderr.isatty() else 30.0,  # few lines in logs
             )
 
-    def _on_step(self) -> bool:
-        if self.bar is not None:
-            self.bar.update(self.num_timesteps - self.bar.n)
+    def _on_rollout_start(self) -> None:
+        # SB3 calls this after the previous update, so the weights match num_timesteps
         c = self.config
         if self._due("next_snapshot", c.snapshot_every):
             self.snapshot()
@@ -237,15 +253,20 @@ class Periodic(BaseCallback):
             self.evaluate()
         if self._due("next_checkpoint", c.checkpoint_every):
             save_checkpoint(self.model, self.run_dir, self.state)
-        return True
+
+    def _on_step(self) -> bool:
+        if self.bar is not None:
+            self.bar.update(self.steps - self.bar.n)
+        # stop exactly at the budget (SB3 would finish the rollout under way)
+        return self.steps < self.config.total_steps
 
     def _on_training_end(self) -> None:
         if self.bar is not None:
             self.bar.close()
 
     def snapshot(self) -> Path:
-        path = self.run_dir / "snapshots" / f"step_{self.num_timesteps:09d}.onnx"
-        export_onnx(self.model.policy, path, {"steps": self.num_timesteps})
+        path = self.run_dir / "snapshots" / f"step_{self.steps:09d}.onnx"
+        export_onnx(self.model.policy, path, {"steps": self.steps})
         snapshots = sorted(path.parent.glob("step_*.onnx"))
         self.logger.record("pool/size", min(len(snapshots), self.config.opponents.max_snapshots))
         return path
@@ -253,29 +274,33 @@ class Periodic(BaseCallback):
     def evaluate(self) -> None:
         c = self.config
         path = self.run_dir / "eval_policy.onnx"
-        export_onnx(self.model.policy, path, {"steps": self.num_timesteps})
+        export_onnx(self.model.policy, path, {"steps": self.steps})
         player = OnnxPolicy(path)
+        path.unlink()
         row: dict[str, float | int] = {
-            "steps": self.num_timesteps,
-            "minutes": round(self.state["train_seconds"] / 60, 2),
+            "steps": self.steps,
+            "minutes": round(self.state.get("train_seconds", 0.0) / 60, 2),
         }
         for name in BOTS:
-            result = evaluate(player, BOTS[name](), c.eval_matches, seed=10_000 + len(BOTS))
+            result = evaluate(player, BOTS[name](), c.eval_matches, seed=PERIODIC_EVAL_SEED)
             row[f"win_rate_{name}"] = result.win_rate
             row[f"regret_{name}"] = result.mean_regret
             self.logger.record(f"eval/win_rate_{name}", result.win_rate)
             self.logger.record(f"eval/regret_vs_{name}", result.mean_regret)
             self.logger.record(f"eval/round_margin_{name}", result.mean_round_margin)
         regret = float(row["regret_perfect"])
+        self.state["last_eval_steps"] = self.steps
         if regret < self.state.get("best_regret", float("inf")):
             self.state["best_regret"] = regret
-            self.state["best_steps"] = self.num_timesteps
+            self.state["best_steps"] = self.steps
             save_checkpoint(self.model, self.run_dir, self.state, name="best")
         with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
-        message = (
-            f"step {self.num_timesteps:>10,}  regret vs perfect {regret:.3f}  win rate: "
-            + ", ".join(f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS)
+        plot_learning_curve(
+            self.run_dir / "eval.jsonl", self.run_dir / "learning_curve.png", self.run_dir.name
+        )
+        message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
+            f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
         (self.bar.write if self.bar is not None else print)(message)
 
@@ -318,7 +343,8 @@ def config_to_json(config: TrainConfig) -> dict:
 
 
 def config_from_json(data: dict) -> TrainConfig:
-    data = dict(data)
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    data = {k: v for k, v in data.items() if k in fields}  # drops command, code_version
     data["opponents"] = OpponentMix(**data["opponents"])
     data["hidden"] = tuple(data["hidden"])
     data["runs_dir"] = Path(data["runs_dir"])
@@ -333,10 +359,10 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
     if config.resume is not None:
         run_dir = config.resume
         if not (run_dir / "config.json").is_file():
-            raise SystemExit(f"error: --resume {run_dir}: no config.json there (not a run folder)")
+            fail(f"--resume {run_dir}: no config.json there (not a run folder)")
         checkpoint = run_dir / "checkpoints" / "latest.zip"
         if not checkpoint.is_file():
-            raise SystemExit(f"error: --resume {run_dir}: no checkpoint yet ({checkpoint})")
+            fail(f"--resume {run_dir}: no checkpoint yet ({checkpoint})")
         config = config_from_json(json.loads((run_dir / "config.json").read_text()))
         state = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
     else:
@@ -344,7 +370,7 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         name = config.run_name or f"{config.preset}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_dir = config.runs_dir / name
         if run_dir.exists():
-            raise SystemExit(f"error: run folder {run_dir} exists; pick another --run-name")
+            fail(f"run folder {run_dir} exists; pick another --run-name")
         run_dir.mkdir(parents=True)
         saved = config_to_json(config)
         saved["command"] = " ".join(["python", "training/train.py", *argv])
@@ -354,7 +380,8 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         checkpoint = None
     (run_dir / "snapshots").mkdir(exist_ok=True)
     th.set_num_threads(config.threads)
-    venv = make_vec_env(config, run_dir)
+    # a resumed run must not replay the layouts of its start: offset the seed by the steps done
+    venv = make_vec_env(config, run_dir, config.seed + int(state.get("steps", 0)))
     if checkpoint is not None:
         model = MaskablePPO.load(checkpoint, env=venv, device="cpu")
         print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
@@ -391,6 +418,10 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         signal.signal(signal.SIGTERM, previous)
         save_checkpoint(model, run_dir, state)
         venv.close()
+    if not interrupted and state.get("last_eval_steps") != model.num_timesteps:
+        periodic.evaluate()  # the learning curve ends where training did
+        model.logger.dump(model.num_timesteps)
+        save_checkpoint(model, run_dir, state)
     if interrupted:
         print(
             f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
@@ -443,7 +474,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         train(config, argv)
     except ValueError as error:
-        raise SystemExit(f"error: {error}") from None
+        fail(str(error))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,81 @@
+"""Training throughput: the default training setup beside plain SB3 PPO on CartPole-v1.
+
+    python benchmarks/bench_training.py [--steps 65536] [--repeats 3]
+
+Both learn for ``--steps`` environment steps with the same number of envs (a DummyVecEnv of
+``n_envs`` from training/train.py's defaults), one after the other, ``--repeats`` times; the
+figures are medians of steps per second (rollouts and gradient updates together) and the ratio
+is taken within each repeat. The ButtonUp side is exactly the default training run's model,
+envs and opponent pool, without its periodic evaluations and checkpoints. CartPole uses SB3's
+default PPO hyperparameters with the same n_steps as the training run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch as th
+from sb3_contrib import MaskablePPO
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
+
+from train import TrainConfig, make_vec_env as make_training_envs, resolve  # noqa: E402
+
+from buttonup_env.nets import RingPolicy  # noqa: E402
+
+
+def buttonup(config: TrainConfig, steps: int) -> float:
+    with tempfile.TemporaryDirectory() as folder:
+        run_dir = Path(folder)
+        (run_dir / "snapshots").mkdir()
+        venv = make_training_envs(config, run_dir)
+        model = MaskablePPO(
+            RingPolicy, venv, learning_rate=config.learning_rate, n_steps=config.n_steps,
+            batch_size=config.batch_size, n_epochs=config.n_epochs, gamma=config.gamma,
+            gae_lambda=config.gae_lambda, ent_coef=config.ent_coef_start, seed=0, device="cpu",
+            policy_kwargs=dict(hidden=config.hidden),
+        )
+        start = time.perf_counter()
+        model.learn(steps)
+        return model.num_timesteps / (time.perf_counter() - start)
+
+
+def cartpole(config: TrainConfig, steps: int) -> float:
+    venv = make_vec_env("CartPole-v1", n_envs=config.n_envs, seed=0)
+    model = PPO("MlpPolicy", venv, n_steps=config.n_steps, seed=0, device="cpu")
+    start = time.perf_counter()
+    model.learn(steps)
+    return model.num_timesteps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=65_536)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    config = resolve(TrainConfig())
+    th.set_num_threads(config.threads)
+    ours, theirs, ratios = [], [], []
+    for _ in range(args.repeats):
+        cart = cartpole(config, args.steps)
+        button = buttonup(config, args.steps)
+        ours.append(button)
+        theirs.append(cart)
+        ratios.append(button / cart)
+    print(f"training steps per second, {config.n_envs} envs, median of {args.repeats} repeats "
+          f"of {args.steps:,} steps")
+    print(f"  ButtonUp default training (MaskablePPO, {config.encoding}): "
+          f"{statistics.median(ours):,.0f}")
+    print(f"  CartPole-v1, SB3 PPO MlpPolicy:                      {statistics.median(theirs):,.0f}")
+    print(f"ratio: {statistics.median(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,499 @@
+"""Exported policies: the ONNX export plays exactly like the SB3 model it came from, loads
+without torch, and every bad file is refused with a sentence that names it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import onnx
+import pytest
+import torch as th
+from onnx import TensorProto, helper, numpy_helper
+from sb3_contrib import MaskablePPO
+from torch import nn
+
+import buttonup_env
+from buttonup_env.encoding import ENCODINGS
+from buttonup_env.export import export_onnx
+from buttonup_env.nets import RingPolicy
+from buttonup_env.policy import (
+    META_ENCODING,
+    META_VERSION,
+    OnnxPolicy,
+    SB3Policy,
+    load_policy,
+)
+from buttonup_env.rules import LAYOUTS, State
+from buttonup_env.wrappers import RingObservation
+
+POSITIONS = 1200
+
+# name: (encoding, policy_kwargs, steps of training)
+MODELS: dict[str, tuple[str, dict, int]] = {
+    "afterstates-fresh": ("afterstates", {}, 0),
+    "afterstates-trained": ("afterstates", {}, 256),
+    "ring-fresh": ("ring", {}, 0),
+    "ring-trained": ("ring", {}, 256),
+    "afterstates-shared-tanh": (
+        "afterstates",
+        {"hidden": (32, 16), "shared": True, "activation_fn": nn.Tanh},
+        256,
+    ),
+    "slots-fresh": ("slots", {}, 0),
+    "slots-trained": ("slots", {}, 256),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """Small batches: several threads only wait for each other (and the machine may be busy)."""
+    previous = th.get_num_threads()
+    th.set_num_threads(1)
+    yield
+    th.set_num_threads(previous)
+
+
+def make_model(encoding: str, policy_kwargs: dict, seed: int = 0) -> MaskablePPO:
+    """A MaskablePPO model: RingPolicy on the ring encodings, MlpPolicy on ButtonUp-v0."""
+    if encoding == "slots":
+        env = gym.make("ButtonUp-v0", episode="round", reward="round")
+        policy: type | str = "MlpPolicy"
+    else:
+        env = RingObservation(
+            gym.make("ButtonUp-v0", episode="round", reward="round"), encoding=encoding
+        )
+        policy = RingPolicy
+    return MaskablePPO(
+        policy,
+        env,
+        n_steps=64,
+        batch_size=32,
+        n_epochs=2,
+        seed=seed,
+        device="cpu",
+        policy_kwargs=policy_kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[MaskablePPO, Path]]:
+    """``exported(name)``: the model of ``MODELS[name]`` and its ONNX file (made once)."""
+    folder = tmp_path_factory.mktemp("policies")
+    cache: dict[str, tuple[MaskablePPO, Path]] = {}
+
+    def get(name: str) -> tuple[MaskablePPO, Path]:
+        if name not in cache:
+            encoding, kwargs, steps = MODELS[name]
+            model = make_model(encoding, kwargs)
+            if steps:
+                model.learn(steps)
+            path = export_onnx(model.policy, folder / f"{name}.onnx", {"steps": steps})
+            cache[name] = (model, path)
+        return cache[name]
+
+    return get
+
+
+def random_positions(seed: int, count: int) -> list[State]:
+    """Positions of seeded random play from random layouts, scores and targets (rounds in
+    progress only: every position has a move to choose)."""
+    rng = np.random.default_rng(seed)
+    found: list[State] = []
+    while len(found) < count:
+        target = int(rng.integers(1, 31))
+        score = {"R": int(rng.integers(target)), "B": int(rng.integers(target))}
+        first = "R" if rng.integers(2) == 0 else "B"
+        state = State.new_round(LAYOUTS[int(rng.integers(len(LAYOUTS)))], first, score, target)
+        while not state.round_over:
+            found.append(state)
+            legal = state.legal_moves()
+            state = state.play(legal[int(rng.integers(len(legal)))])
+    return found[:count]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    logits = logits.astype(np.float64)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def edited_metadata(source: Path, target: Path, **changes: str) -> Path:
+    """A copy of the ONNX file ``source`` with some metadata values changed."""
+    model = onnx.load(source)
+    for prop in model.metadata_props:
+        if prop.key in changes:
+            prop.value = changes[prop.key]
+    onnx.save(model, target)
+    return target
+
+
+# --- the export plays like the model ---------------------------------------------------------
+
+
+def test_positions_cover_both_colours_and_many_layouts() -> None:
+    positions = random_positions(1, POSITIONS)
+    assert len(positions) == POSITIONS
+    assert not any(state.round_over for state in positions)
+    assert Counter(state.to_move for state in positions).keys() == {"R", "B"}
+    assert len({state.board for state in positions}) > POSITIONS // 2
+    assert Counter(len(state.legal_moves()) for state in positions).keys() == {1, 2, 3}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_onnx_export_plays_like_the_sb3_model(
+    name: str, exported: Callable[[str], tuple[MaskablePPO, Path]]
+) -> None:
+    model, path = exported(name)
+    reference = SB3Policy(model)
+    policy = load_policy(path)
+    assert isinstance(policy, OnnxPolicy)
+    assert policy.encoding.name == MODELS[name][0] == reference.encoding.name
+    positions = random_positions(2, POSITIONS)
+    observations = np.stack([policy.encoding.encode(s, s.to_move) for s in positions])
+    assert observations.shape == (POSITIONS, policy.encoding.size)
+
+    expected = reference.logits(observations)
+    found = policy.logits(observations)
+    assert found.shape == expected.shape == (POSITIONS, policy.encoding.actions)
+    assert found.dtype == np.float32
+    np.testing.assert_allclose(log_softmax(found), log_softmax(expected), atol=1e-5, rtol=0)
+
+    near_ties = 0
+    for state, logits in zip(positions, expected, strict=True):
+        slot, expected_slot = policy.act(state), reference.act(state)
+        assert slot in state.legal_moves()
+        if slot != expected_slot:
+            # only a tie (up to rounding) between two legal moves may come out either way
+            mask = policy.encoding.mask(state)
+            best = np.sort(np.where(mask, logits, -np.inf))[-2:]
+            assert best[1] - best[0] < 1e-5, (name, state)
+            near_ties += 1
+    assert near_ties <= POSITIONS // 100
+
+
+@pytest.mark.parametrize("encoding", ["afterstates", "ring", "slots"])
+def test_training_changes_the_exported_policy(
+    encoding: str, exported: Callable[[str], tuple[MaskablePPO, Path]]
+) -> None:
+    """The trained rows above are not the fresh ones again (same seed, different weights)."""
+    observations = np.stack(
+        [ENCODINGS[encoding].encode(s, s.to_move) for s in random_positions(2, 100)]
+    )
+    fresh = load_policy(exported(f"{encoding}-fresh")[1]).logits(observations)
+    trained = load_policy(exported(f"{encoding}-trained")[1]).logits(observations)
+    assert np.abs(log_softmax(fresh) - log_softmax(trained)).max() > 1e-3
+
+
+@pytest.mark.parametrize("name", ["afterstates-fresh", "ring-fresh", "slots-fresh"])
+def test_onnx_metadata_names_the_encoding(
+    name: str, exported: Callable[[str], tuple[MaskablePPO, Path]]
+) -> None:
+    _, path = exported(name)
+    props = {p.key: p.value for p in onnx.load(path).metadata_props}
+    assert props[META_ENCODING] == MODELS[name][0]
+    assert props[META_VERSION] == "1"
+    assert props["steps"] == "0"
+    assert load_policy(path).metadata[META_ENCODING] == MODELS[name][0]
+    assert not list(path.parent.glob("*.tmp"))  # written atomically
+
+
+def test_export_refuses_a_policy_it_cannot_write(tmp_path: Path) -> None:
+    env = RingObservation(gym.make("ButtonUp-v0"), encoding="ring")
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, device="cpu")  # MlpPolicy on 729 floats
+    with pytest.raises(ValueError, match="729"):
+        export_onnx(model.policy, tmp_path / "x.onnx")
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_load_policy_needs_no_torch(exported: Callable[[str], tuple[MaskablePPO, Path]]) -> None:
+    names = ["afterstates-trained", "ring-trained", "slots-trained"]
+    paths = [str(exported(name)[1]) for name in names]
+    state = State.from_notation("B W W B B R W R R", "B", score={"R": 3, "B": 7}, target=10)
+    script = (
+        "import sys\n"
+        "import buttonup_env\n"
+        "from buttonup_env.rules import State\n"
+        f"state = State.from_notation({state.notation!r}, 'B', score={{'R': 3, 'B': 7}}, "
+        "target=10)\n"
+        "for path in sys.argv[1:]:\n"
+        "    p = buttonup_env.load_policy(path)\n"
+        "    print(p.act(state))\n"
+        "heavy = sorted(m for m in sys.modules\n"
+        "               if m.split('.')[0] in ('torch', 'stable_baselines3', 'sb3_contrib'))\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *paths],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert done.returncode == 0, done.stderr
+    moves = [int(line) for line in done.stdout.split()]
+    assert moves == [SB3Policy(exported(name)[0]).act(state) for name in names]
+
+
+# --- bad files ---------------------------------------------------------------------------------
+
+
+def identity_model(path: Path) -> Path:
+    """A valid ONNX model that is not a policy: Identity on an input "x" of shape [1, 5]."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "not_a_policy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def wrong_outputs_model(path: Path) -> Path:
+    """Input "obs" [batch, 246] and metadata "slots", but "logits" of [batch, 5] instead of 9."""
+    weight = numpy_helper.from_array(np.zeros((246, 5), np.float32), "W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["obs", "W"], ["logits"])],
+        "five_actions",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", 246])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 5])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    helper.set_model_props(model, {META_ENCODING: "slots", META_VERSION: "1"})
+    onnx.save(model, path)
+    return path
+
+
+def missing(folder: Path, real: Path) -> Path:
+    return folder / "missing.onnx"
+
+
+def directory(folder: Path, real: Path) -> Path:
+    (folder / "folder.onnx").mkdir()
+    return folder / "folder.onnx"
+
+
+def truncated(folder: Path, real: Path) -> Path:
+    (folder / "cut.onnx").write_bytes(real.read_bytes()[:100])
+    return folder / "cut.onnx"
+
+
+def text(folder: Path, real: Path) -> Path:
+    (folder / "notes.onnx").write_text("just some notes, not a model\n")
+    return folder / "notes.onnx"
+
+
+def not_a_policy(folder: Path, real: Path) -> Path:
+    return identity_model(folder / "identity.onnx")
+
+
+def unknown_encoding(folder: Path, real: Path) -> Path:
+    return edited_metadata(real, folder / "hex.onnx", **{META_ENCODING: "hexagons"})
+
+
+def other_observation_size(folder: Path, real: Path) -> Path:
+    return edited_metadata(real, folder / "as_slots.onnx", **{META_ENCODING: "slots"})
+
+
+def other_action_count(folder: Path, real: Path) -> Path:
+    return wrong_outputs_model(folder / "five.onnx")
+
+
+def untrusted_zip(folder: Path, real: Path) -> Path:
+    (folder / "model.zip").write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip archive
+    return folder / "model.zip"
+
+
+BAD_FILES: list[tuple[Callable[[Path, Path], Path], list[str]]] = [
+    # (make(folder, a real ring-policy file) -> the bad file, what the message must say)
+    (missing, ["does not exist", "expected", ".onnx"]),
+    (directory, ["directory", "expected", "policy file"]),
+    (truncated, ["could not be read as ONNX", "expected", "'obs'", "'logits'"]),
+    (text, ["could not be read as ONNX", "expected", "'obs'"]),
+    (not_a_policy, ["no known observation encoding", "expected", "'obs'"]),
+    (unknown_encoding, ["'hexagons'", "known", "afterstates", "ring", "slots"]),
+    (other_observation_size, ["'slots'", "246", "729", "'obs'"]),
+    (other_action_count, ["'logits'", "5", "9"]),
+    (untrusted_zip, ["Stable-Baselines3", "unpickles", "trusted=True"]),
+]
+
+
+@pytest.mark.parametrize(("make", "fragments"), BAD_FILES, ids=[m.__name__ for m, _ in BAD_FILES])
+def test_bad_policy_files_are_refused_naming_the_file(
+    make: Callable[[Path, Path], Path],
+    fragments: list[str],
+    tmp_path: Path,
+    exported: Callable[[str], tuple[MaskablePPO, Path]],
+) -> None:
+    path = make(tmp_path, exported("ring-fresh")[1])
+    with pytest.raises(ValueError) as error:
+        load_policy(path)
+    message = str(error.value)
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+def test_a_trusted_zip_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "empty.zip"
+    path.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip archive
+    with pytest.raises(ValueError, match="could not be loaded as a MaskablePPO model") as error:
+        load_policy(path, trusted=True)
+    assert str(path) in str(error.value)
+
+
+def test_a_trusted_zip_loads_and_plays_like_its_export(
+    tmp_path: Path, exported: Callable[[str], tuple[MaskablePPO, Path]]
+) -> None:
+    model, onnx_path = exported("afterstates-trained")
+    zip_path = tmp_path / "model.zip"
+    model.save(zip_path)
+    with pytest.raises(ValueError, match="trusted"):
+        load_policy(zip_path)
+    player = load_policy(zip_path, trusted=True)
+    assert isinstance(player, SB3Policy)
+    assert player.encoding.name == "afterstates"
+    exported_player = load_policy(onnx_path)
+    for state in random_positions(3, 200):
+        assert player.act(state) == exported_player.act(state)
+
+
+def test_a_finished_round_has_no_move(exported: Callable[[str], tuple[MaskablePPO, Path]]) -> None:
+    policy = load_policy(exported("ring-fresh")[1])
+    state = State.from_notation(". . . . . . . . RRWBRBWWB", "R")
+    with pytest.raises(ValueError, match="round is over"):
+        policy.act(state)
+
+
+def test_package_load_policy_takes_the_same_keywords(
+    exported: Callable[[str], tuple[MaskablePPO, Path]],
+) -> None:
+    """``buttonup_env.load_policy`` is the documented entry point: it should pass
+    ``deterministic`` on like ``buttonup_env.policy.load_policy`` does."""
+    path = exported("ring-fresh")[1]
+    policy = buttonup_env.load_policy(path, deterministic=False)
+    assert not policy.deterministic
+
+
+# --- as an opponent in the env -----------------------------------------------------------------
+
+
+def test_env_plays_a_whole_match_against_an_onnx_file(
+    exported: Callable[[str], tuple[MaskablePPO, Path]],
+) -> None:
+    path = exported("afterstates-trained")[1]
+    policy = load_policy(path)
+    env = gym.make("ButtonUp-v0", opponent=str(path), target=10)
+    rng = np.random.default_rng(4)
+    _, info = env.reset(seed=4)
+    rounds = checked = 0
+    terminated = False
+    reward = 0.0
+    for _ in range(1000):
+        state = info["state"]
+        legal = state.legal_moves()
+        slot = legal[int(rng.integers(len(legal)))]
+        _, reward, terminated, truncated, info = env.step(slot)
+        assert not truncated
+        if "round_points" in info:
+            rounds += 1
+        else:  # the opponent's moves of this step are the policy's choices
+            after = state.play(slot)
+            for move in info["opponent_moves"]:
+                assert move == policy.act(after)
+                after = after.play(move)
+                checked += 1
+            assert after == info["state"]
+        if terminated:
+            break
+    assert terminated
+    assert reward in (1.0, -1.0)
+    assert info["state"].match_over
+    assert rounds >= 1
+    assert checked > 0
+    env.close()
+
+
+def test_env_refuses_a_missing_onnx_opponent(tmp_path: Path) -> None:
+    path = tmp_path / "nope.onnx"
+    with pytest.raises(ValueError, match="does not exist") as error:
+        gym.make("ButtonUp-v0", opponent=str(path))
+    assert str(path) in str(error.value)
+
+
+# --- sampling ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["afterstates-trained", "slots-trained"])
+def test_sampling_is_reproducible_with_a_seeded_reset(
+    name: str, exported: Callable[[str], tuple[MaskablePPO, Path]]
+) -> None:
+    path = exported(name)[1]
+    positions = [s for s in random_positions(5, 400) if len(s.legal_moves()) > 1]
+
+    def moves(policy: OnnxPolicy | SB3Policy, seed: int | None) -> list[int]:
+        if seed is not None:
+            policy.reset(np.random.default_rng(seed))
+        return [policy.act(state) for state in positions]
+
+    sampler = load_policy(path, deterministic=False)
+    first = moves(sampler, 7)
+    assert all(m in s.legal_moves() for m, s in zip(first, positions, strict=True))
+    assert moves(sampler, 7) == first
+    assert moves(load_policy(path, deterministic=False), 7) == first
+    assert moves(sampler, 8) != first
+
+    greedy = load_policy(path)
+    best = moves(greedy, None)
+    assert moves(greedy, 7) == best == moves(greedy, 8)  # reset changes nothing
+    assert best != first  # near-uniform logits: sampling often leaves the argmax
+
+
+def test_sampling_follows_the_softmax_of_the_legal_logits(tmp_path: Path) -> None:
+    model = make_model("ring", {"hidden": (16,)}, seed=3)
+    with th.no_grad():  # sharpen the logits so that the distribution is far from uniform
+        model.policy.mlp_extractor.actor_score.weight.mul_(1000.0)
+    path = export_onnx(model.policy, tmp_path / "sharp.onnx")
+    sampler = load_policy(path, deterministic=False)
+    sampler.reset(np.random.default_rng(11))
+
+    def softmax(state: State) -> np.ndarray:
+        logits = sampler.logits(sampler.encoding.encode(state, state.to_move)[None, :])[0]
+        p = np.exp(logits - logits.max())
+        return p / p.sum()
+
+    # a position with three moves whose probabilities are far apart, none negligible
+    state, p = next(
+        (s, softmax(s))
+        for s in random_positions(6, 400)
+        if len(s.legal_moves()) == 3 and softmax(s).min() > 0.05 and np.ptp(softmax(s)) > 0.3
+    )
+    draws = 4000
+    counts = Counter(sampler.act(state) for _ in range(draws))
+    assert set(counts) <= set(state.legal_moves())
+    for action, slot in enumerate(state.legal_moves()):
+        assert abs(counts[slot] / draws - p[action]) < 0.03, (counts, p)
+
+
+def test_sb3_policy_refuses_an_unknown_observation_size() -> None:
+    class Fake:
+        observation_space = gym.spaces.Box(0, 1, (17,))
+
+    with pytest.raises(ValueError, match="17") as error:
+        SB3Policy(Fake(), "fake.zip")
+    message = str(error.value)
+    assert "fake.zip" in message
+    for encoding in ENCODINGS.values():
+        assert f"{encoding.name}: {encoding.size}" in message

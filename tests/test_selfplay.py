@@ -1,0 +1,340 @@
+"""The self-play opponent pool: the mix's validation, who is drawn how often, and the pool
+inside a training env."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+from sb3_contrib import MaskablePPO
+
+from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
+from buttonup_env.export import export_onnx
+from buttonup_env.nets import RingPolicy
+from buttonup_env.policy import OnnxPolicy
+from buttonup_env.rules import LAYOUTS, State
+from buttonup_env.selfplay import OpponentMix, OpponentPool
+from buttonup_env.wrappers import RingObservation
+
+ROOT = Path(__file__).resolve().parent.parent
+DRAWS = 3000
+TOLERANCE = 0.03  # about four standard deviations of a frequency over 3000 draws
+BOT_NAMES = ("perfect", "greedy", "random")
+
+
+def load_train_script() -> ModuleType:
+    """``training/train.py`` as a module (it is a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("buttonup_train", ROOT / "training" / "train.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def snapshot_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two tiny RingPolicy models (different seeds) exported to ONNX."""
+    folder = tmp_path_factory.mktemp("exported")
+    previous = th.get_num_threads()
+    th.set_num_threads(1)
+    paths = []
+    for seed in (1, 2):
+        env = RingObservation(gym.make("ButtonUp-v0"), encoding="afterstates")
+        model = MaskablePPO(
+            RingPolicy, env, n_steps=64, seed=seed, device="cpu", policy_kwargs={"hidden": (8,)}
+        )
+        paths.append(export_onnx(model.policy, folder / f"seed{seed}.onnx"))
+    th.set_num_threads(previous)
+    return paths[0], paths[1]
+
+
+def fill(folder: Path, sources: list[Path], steps: list[int]) -> list[Path]:
+    """Copy policies into ``folder`` under the names training gives its snapshots."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return [
+        Path(shutil.copyfile(source, folder / f"step_{step:09d}.onnx"))
+        for source, step in zip(sources, steps, strict=True)
+    ]
+
+
+def frequencies(pool: OpponentPool, seed: int, draws: int = DRAWS) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    counts: Counter[str] = Counter()
+    for _ in range(draws):
+        pool.reset(rng)
+        counts[pool.current_name] += 1
+    return {name: n / draws for name, n in counts.items()}
+
+
+def positions(seed: int, count: int) -> list[State]:
+    rng = np.random.default_rng(seed)
+    found: list[State] = []
+    while len(found) < count:
+        first = "R" if rng.integers(2) == 0 else "B"
+        state = State.new_round(LAYOUTS[int(rng.integers(len(LAYOUTS)))], first)
+        while not state.round_over:
+            found.append(state)
+            legal = state.legal_moves()
+            state = state.play(legal[int(rng.integers(len(legal)))])
+    return found[:count]
+
+
+# --- OpponentMix -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragments"),
+    [
+        ({"snapshots": -0.1}, ["snapshots=-0.1", ">= 0"]),
+        ({"perfect": -1.0}, ["perfect=-1.0", ">= 0"]),
+        ({"random": -0.5, "greedy": 1.0}, ["random=-0.5", ">= 0"]),
+        ({"snapshots": 0, "perfect": 0, "greedy": 0, "random": 0}, ["positive sum"]),
+        ({"snapshots": 1.0, "perfect": 0, "greedy": 0, "random": 0}, ["at least one bot"]),
+        ({"newest": 1.5}, ["newest", "[0, 1]", "1.5"]),
+        ({"newest": -0.1}, ["newest", "[0, 1]", "-0.1"]),
+        ({"newest": float("nan")}, ["newest", "[0, 1]", "nan"]),
+        ({"max_snapshots": 0}, ["max_snapshots", ">= 1", "got 0"]),
+        ({"max_snapshots": -3}, ["max_snapshots", ">= 1", "got -3"]),
+    ],
+)
+def test_opponent_mix_refuses_bad_values(kwargs: dict, fragments: list[str]) -> None:
+    with pytest.raises(ValueError) as error:
+        OpponentMix(**kwargs)
+    for fragment in fragments:
+        assert fragment in str(error.value), (fragment, str(error.value))
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf")])
+@pytest.mark.parametrize("name", ["snapshots", "perfect"])
+def test_opponent_mix_refuses_weights_that_are_not_finite(name: str, weight: float) -> None:
+    """A NaN or infinite weight cannot be normalised into probabilities: refuse it up front
+    instead of failing inside ``rng.choice`` at the first episode."""
+    with pytest.raises(ValueError, match=name):
+        OpponentMix(**{name: weight})
+
+
+def test_opponent_mix_accepts_edge_values() -> None:
+    mix = OpponentMix(snapshots=0, perfect=0, greedy=0, random=1e-9, newest=0, max_snapshots=1)
+    assert mix.random == 1e-9
+    assert OpponentMix(newest=1.0).newest == 1.0
+
+
+# --- drawing opponents -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("create_folder", [True, False])
+def test_only_bots_are_drawn_while_there_is_no_snapshot(
+    tmp_path: Path, create_folder: bool
+) -> None:
+    folder = tmp_path / "snapshots"
+    if create_folder:
+        folder.mkdir()
+    mix = OpponentMix(snapshots=0.4, perfect=0.3, greedy=0.2, random=0.1)
+    pool = OpponentPool(folder, mix, refresh_seconds=0.0)
+    found = frequencies(pool, seed=0)
+    assert set(found) == set(BOT_NAMES)
+    # the snapshots' weight is shared among the bots in proportion to theirs
+    for name, expected in (("perfect", 0.5), ("greedy", 1 / 3), ("random", 1 / 6)):
+        assert abs(found[name] - expected) < TOLERANCE, found
+
+
+def test_the_drawn_bot_is_the_one_that_plays(tmp_path: Path) -> None:
+    pool = OpponentPool(tmp_path, OpponentMix(), refresh_seconds=0.0)
+    kinds = {"perfect": PerfectBot, "greedy": GreedyBot, "random": RandomBot}
+    rng = np.random.default_rng(3)
+    seen = set()
+    for _ in range(100):
+        pool.reset(rng)
+        assert type(pool.current) is kinds[pool.current_name]
+        assert pool.current_name in repr(pool)
+        seen.add(pool.current_name)
+    assert seen == set(BOT_NAMES)
+
+
+def test_draws_are_reproducible_with_the_same_seed(
+    tmp_path: Path, snapshot_files: tuple[Path, Path]
+) -> None:
+    fill(tmp_path, list(snapshot_files), [1, 2])
+
+    def names(seed: int) -> list[str]:
+        pool = OpponentPool(tmp_path, OpponentMix(), refresh_seconds=0.0)
+        rng = np.random.default_rng(seed)
+        drawn = []
+        for _ in range(200):
+            pool.reset(rng)
+            drawn.append(pool.current_name)
+        return drawn
+
+    assert names(5) == names(5)
+    assert names(5) != names(6)
+
+
+@pytest.mark.parametrize("newest", [0.7, 0.2])
+def test_snapshots_are_drawn_by_their_weight_and_the_newest_by_its_probability(
+    tmp_path: Path, snapshot_files: tuple[Path, Path], newest: float
+) -> None:
+    fill(tmp_path, list(snapshot_files), [1, 2])
+    mix = OpponentMix(snapshots=0.4, perfect=0.4, greedy=0.1, random=0.1, newest=newest)
+    pool = OpponentPool(tmp_path, mix, refresh_seconds=0.0)
+    found = frequencies(pool, seed=1)
+    expected = {
+        "step_000000002": 0.4 * newest,
+        "step_000000001": 0.4 * (1 - newest),
+        "perfect": 0.4,
+        "greedy": 0.1,
+        "random": 0.1,
+    }
+    assert set(found) == set(expected)
+    for name, p in expected.items():
+        assert abs(found[name] - p) < TOLERANCE, (name, found)
+
+
+@pytest.mark.parametrize(("newest", "only"), [(1.0, "step_000000002"), (0.0, "step_000000001")])
+def test_newest_one_or_zero_picks_only_the_newest_or_only_older_snapshots(
+    tmp_path: Path, snapshot_files: tuple[Path, Path], newest: float, only: str
+) -> None:
+    fill(tmp_path, list(snapshot_files), [1, 2])
+    mix = OpponentMix(snapshots=1.0, perfect=0.01, greedy=0, random=0, newest=newest)
+    pool = OpponentPool(tmp_path, mix, refresh_seconds=0.0)
+    found = frequencies(pool, seed=2, draws=500)
+    assert set(found) <= {only, "perfect"}
+    assert found[only] > 0.95
+
+
+def test_a_lone_snapshot_plays_whatever_newest_says(
+    tmp_path: Path, snapshot_files: tuple[Path, Path]
+) -> None:
+    fill(tmp_path, [snapshot_files[0]], [7])
+    mix = OpponentMix(snapshots=1.0, perfect=0.01, greedy=0, random=0, newest=0.0)
+    found = frequencies(OpponentPool(tmp_path, mix, refresh_seconds=0.0), seed=3, draws=300)
+    assert found["step_000000007"] > 0.95
+
+
+def test_snapshot_opponents_are_sampling_onnx_policies(
+    tmp_path: Path, snapshot_files: tuple[Path, Path]
+) -> None:
+    fill(tmp_path, list(snapshot_files), [1, 2])
+    mix = OpponentMix(snapshots=1.0, perfect=0.001, greedy=0, random=0, newest=1.0)
+    pool = OpponentPool(tmp_path, mix, refresh_seconds=0.0)
+    rng = np.random.default_rng(4)
+    pool.reset(rng)
+    assert pool.current_name == "step_000000002"
+    assert isinstance(pool.current, OnnxPolicy)
+    assert not pool.current.deterministic
+    assert pool.current.rng is rng  # it samples with the episode's generator
+    first = pool.current
+    pool.reset(rng)
+    assert pool.current is first  # loaded once, then reused
+
+
+def test_max_snapshots_keeps_only_the_newest_files(
+    tmp_path: Path, snapshot_files: tuple[Path, Path]
+) -> None:
+    sources = [snapshot_files[0], snapshot_files[1]] * 2
+    fill(tmp_path, sources, [10, 20, 30, 40])
+    mix = OpponentMix(snapshots=0.8, perfect=0.2, greedy=0, random=0, newest=0.5, max_snapshots=2)
+    pool = OpponentPool(tmp_path, mix, refresh_seconds=0.0)
+    assert [p.name for p in pool.snapshots()] == ["step_000000030.onnx", "step_000000040.onnx"]
+    found = frequencies(pool, seed=5, draws=1000)
+    assert set(found) == {"step_000000030", "step_000000040", "perfect"}
+    assert abs(found["step_000000040"] - 0.4) < 0.05
+    assert abs(found["step_000000030"] - 0.4) < 0.05
+
+    fill(tmp_path, [snapshot_files[0]], [50])  # training writes a new snapshot
+    assert [p.name for p in pool.snapshots()] == ["step_000000040.onnx", "step_000000050.onnx"]
+    found = frequencies(pool, seed=6, draws=500)
+    assert set(found) == {"step_000000040", "step_000000050", "perfect"}
+
+
+def test_the_folder_is_read_again_only_after_refresh_seconds(
+    tmp_path: Path, snapshot_files: tuple[Path, Path]
+) -> None:
+    mix = OpponentMix(snapshots=1.0, perfect=0.01, greedy=0, random=0)
+    pool = OpponentPool(tmp_path, mix, refresh_seconds=3600.0)
+    assert frequencies(pool, seed=7, draws=50) == {"perfect": 1.0}
+    fill(tmp_path, list(snapshot_files), [1, 2])
+    assert frequencies(pool, seed=7, draws=50) == {"perfect": 1.0}  # not re-read yet
+    fresh = OpponentPool(tmp_path, mix, refresh_seconds=3600.0)
+    assert fresh.snapshots() == sorted(tmp_path.glob("step_*.onnx"))
+
+
+# --- playing -----------------------------------------------------------------------------------
+
+
+def test_act_delegates_to_the_current_opponent(tmp_path: Path) -> None:
+    class Recorder:
+        def __init__(self) -> None:
+            self.seen: list[State] = []
+
+        def act(self, state: State) -> int:
+            self.seen.append(state)
+            return state.legal_moves()[-1]
+
+    pool = OpponentPool(tmp_path, OpponentMix())
+    recorder = Recorder()
+    pool.current = recorder
+    states = positions(8, 20)
+    assert [pool.act(s) for s in states] == [s.legal_moves()[-1] for s in states]
+    assert recorder.seen == states
+
+
+def test_every_drawn_opponent_plays_legal_moves(
+    tmp_path: Path, snapshot_files: tuple[Path, Path]
+) -> None:
+    fill(tmp_path, list(snapshot_files), [1, 2])
+    pool = OpponentPool(tmp_path, OpponentMix(newest=0.5), refresh_seconds=0.0)
+    rng = np.random.default_rng(9)
+    states = positions(10, 300)
+    seen = set()
+    for episode in range(60):
+        pool.reset(rng)
+        seen.add(pool.current_name)
+        for state in states[episode * 5 : episode * 5 + 5]:
+            assert pool.act(state) in state.legal_moves()
+    assert seen == {*BOT_NAMES, "step_000000001", "step_000000002"}
+
+
+def test_a_training_env_plays_episodes_with_the_pool(
+    tmp_path: Path, snapshot_files: tuple[Path, Path]
+) -> None:
+    train = load_train_script()
+    folder = tmp_path / "snapshots"
+    fill(folder, list(snapshot_files), [1, 2])
+    env = train.make_env(folder, OpponentMix(newest=0.5), "afterstates")
+    assert env.observation_space.shape == (735,)
+    assert env.action_space.n == 3
+    pool = env.unwrapped.opponent
+    assert isinstance(pool, OpponentPool)
+    pool.refresh_seconds = 0.0
+    rng = np.random.default_rng(11)
+    opponents = Counter()
+    for episode in range(40):
+        obs, info = env.reset(seed=100 + episode)
+        opponents[pool.current_name] += 1
+        steps, terminated, reward = 0, False, 0.0
+        while not terminated:
+            assert env.observation_space.contains(obs)
+            mask = env.action_masks()
+            assert np.array_equal(mask, info["action_mask"].astype(bool))
+            action = int(rng.choice(np.flatnonzero(mask)))
+            obs, reward, terminated, truncated, info = env.step(action)
+            assert not truncated
+            steps += 1
+        assert 1 <= steps <= 8  # one round per episode
+        assert "round_points" in info
+        strength = info["state"].strength
+        agent = info["agent_color"]
+        other_color = "B" if agent == "R" else "R"
+        assert reward == pytest.approx((strength[agent] - strength[other_color]) / 18)
+    assert {"step_000000001", "step_000000002"} <= set(opponents)
+    assert set(opponents) & set(BOT_NAMES)
+    env.close()

@@ -1,0 +1,522 @@
+"""The training scripts end to end, run as a user runs them: train (tiny budgets), interrupt
+and resume, export with a card, evaluate from the command line, and their error messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from buttonup_env.bots import GreedyBot, RandomBot
+from buttonup_env.evaluation import evaluate
+from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy
+from buttonup_env.rules import LAYOUTS, State
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = ROOT / "training" / "train.py"
+EXPORT = ROOT / "training" / "export.py"
+EVALUATE = ROOT / "training" / "evaluate.py"
+
+TINY_STEPS = 256
+ROLLOUT = 2 * 64  # n_envs * n_steps below
+TINY = [
+    "--preset", "smoke",
+    "--threads", "1",
+    "--n-envs", "2",
+    "--n-steps", "64",
+    "--batch-size", "64",
+    "--hidden", "32", "32",
+    "--snapshot-every", "128",
+    "--eval-every", "128",
+    "--checkpoint-every", "128",
+    "--eval-matches", "2",
+    "--final-eval-matches", "4",
+    "--no-progress",
+]  # fmt: skip
+"""The smallest training that still reaches every stage: two rollouts, a snapshot, an
+evaluation and a checkpoint at every rollout, the final export."""
+
+
+def run(script: Path, *args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    """The single ``error:`` line that a refused command prints (no traceback)."""
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: "), lines[0]
+    return lines[0]
+
+
+def checkpoint_steps(path: Path) -> int:
+    """``num_timesteps`` stored in an SB3 checkpoint (read from its JSON part, no unpickling)."""
+    with zipfile.ZipFile(path) as archive:
+        return json.loads(archive.read("data"))["num_timesteps"]
+
+
+def eval_rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
+
+
+def scalar_steps(run_dir: Path, tag: str) -> list[list[int]]:
+    """For each TensorBoard event file of the run (oldest first), the steps of ``tag``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    files = sorted((run_dir / "tb").rglob("events.out.tfevents.*"), key=lambda p: p.name)
+    found = []
+    for path in files:
+        events = EventAccumulator(str(path))
+        events.Reload()
+        if tag in events.Tags()["scalars"]:
+            found.append([event.step for event in events.Scalars(tag)])
+    return found
+
+
+def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int) -> None:
+    """Everything a finished run leaves in its folder."""
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["total_steps"] == total_steps
+    assert config["command"].startswith("python training/train.py ")
+    assert f"--run-name {run_dir.name}" in config["command"]
+    assert re.fullmatch(r"buttonup-env \d+\.\d+\.\d+ \(.+\)", config["code_version"])
+
+    latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
+    assert latest["steps"] == total_steps
+    assert checkpoint_steps(run_dir / "checkpoints" / "latest.zip") == total_steps
+    assert latest["train_seconds"] > 0
+    best = json.loads((run_dir / "checkpoints" / "best.json").read_text())
+    assert checkpoint_steps(run_dir / "checkpoints" / "best.zip") == best["best_steps"]
+
+    snapshots = sorted((run_dir / "snapshots").glob("*.onnx"))
+    assert snapshots
+    for path in snapshots:
+        assert re.fullmatch(r"step_\d{9}\.onnx", path.name)
+        policy = load_policy(path)
+        assert isinstance(policy, OnnxPolicy)
+        assert policy.metadata[META_ENCODING] == config["encoding"]
+        assert int(policy.metadata["steps"]) == int(path.stem[5:]) <= total_steps
+
+    rows = eval_rows(run_dir)
+    assert len(rows) >= 2
+    steps = [row["steps"] for row in rows]
+    assert steps == sorted(set(steps)) and steps[-1] == total_steps
+    for row in rows:
+        for bot in ("random", "greedy", "perfect"):
+            assert 0 <= row[f"win_rate_{bot}"] <= 1
+            assert row[f"regret_{bot}"] >= 0
+    assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    card = json.loads((run_dir / "final.json").read_text())
+    assert card["model"] == "final.onnx"
+    assert card["command"] == config["command"]
+    assert card["code_version"] == config["code_version"]
+    assert card["seed"] == config["seed"]
+    assert card["config"]["total_steps"] == total_steps
+    assert card["training"]["checkpoint"] == "latest"
+    assert card["training"]["steps"] == total_steps
+    figures = card["evaluation"]["random"]
+    assert figures["matches"] == final_eval_matches
+    assert figures["wins"] + figures["losses"] == final_eval_matches
+    assert 0 <= figures["win_rate_interval"][0] <= figures["win_rate"]
+    assert figures["win_rate"] <= figures["win_rate_interval"][1] <= 1
+    assert figures["mean_regret"] >= 0 and figures["decisions"] > 0
+    assert "--opponent random" in figures["command"]
+
+    final = load_policy(run_dir / "final.onnx")
+    assert final.encoding.name == config["encoding"]
+    state = State.new_round(LAYOUTS[123], "B")
+    assert final.act(state) in state.legal_moves()
+    best_card = json.loads((run_dir / "best.json").read_text())
+    assert best_card["training"]["checkpoint"] == "best"
+    assert best_card["training"]["steps"] == best["best_steps"]
+    load_policy(run_dir / "best.onnx")
+
+    fps = scalar_steps(run_dir, "time/fps")
+    assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
+    assert scalar_steps(run_dir, "eval/win_rate_random")
+    assert scalar_steps(run_dir, "pool/size")
+
+
+# --- a whole (tiny) training ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A finished training with the smallest budget (a few seconds)."""
+    runs = tmp_path_factory.mktemp("runs")
+    args = [*TINY, "--total-steps", str(TINY_STEPS), "--runs-dir", runs, "--run-name", "tiny"]
+    done = run(TRAIN, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return runs / "tiny", done
+
+
+def test_tiny_training_leaves_a_complete_run_folder(
+    tiny_run: tuple[Path, subprocess.CompletedProcess],
+) -> None:
+    run_dir, done = tiny_run
+    assert f"training in {run_dir} for {TINY_STEPS:,} steps" in done.stdout
+    assert f"policy: {run_dir / 'final.onnx'}" in done.stdout
+    assert "Traceback" not in done.stderr
+    check_finished_run(run_dir, TINY_STEPS, final_eval_matches=4)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["hidden"] == [32, 32]
+    assert config["preset"] == "smoke" and config["n_envs"] == 2
+
+
+def test_the_card_command_reproduces_the_card_figures(
+    tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    run_dir, _ = tiny_run
+    card = json.loads((run_dir / "final.json").read_text())
+    figures = card["evaluation"]["random"]
+    command = figures["command"].split()
+    assert command[:2] == ["python", "training/evaluate.py"]
+    done = run(EVALUATE, *command[2:], "--json", tmp_path / "again.json", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    again = json.loads((tmp_path / "again.json").read_text())
+    for key in ("matches", "wins", "rounds", "decisions", "mean_round_margin", "mean_regret"):
+        assert again[key] == figures[key], key
+
+
+# --- interrupting and resuming ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    total = 2048
+    run_dir = tmp_path / "runs" / "stop"
+    args = [
+        *TINY,
+        "--total-steps", str(total),
+        "--hidden", "16", "16",
+        "--snapshot-every", "256",
+        "--eval-every", "256",
+        "--checkpoint-every", "256",
+        "--runs-dir", tmp_path / "runs",
+        "--run-name", "stop",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, str(TRAIN), *map(str, args)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not (run_dir / "checkpoints" / "latest.zip").exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no checkpoint after 300 s"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, err
+    assert "Traceback" not in err, err
+    stopped = re.search(r"interrupted at step ([\d,]+); checkpoint saved", out)
+    assert stopped, out
+    steps = int(stopped[1].replace(",", ""))
+    assert 0 < steps < total
+    assert f"python training/train.py --resume {run_dir}" in out
+    assert checkpoint_steps(run_dir / "checkpoints" / "latest.zip") == steps
+    latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
+    assert latest["steps"] == steps
+    assert not (run_dir / "final.onnx").exists()
+    rows_before = eval_rows(run_dir)
+    assert all(row["steps"] <= steps for row in rows_before)
+
+    done = run(TRAIN, "--resume", run_dir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming {run_dir} at step {steps:,} of {total:,}" in done.stdout
+
+    finished = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
+    # SB3 collects whole rollouts: an interruption inside one can carry the end past total
+    assert total <= finished["steps"] < total + ROLLOUT
+    assert checkpoint_steps(run_dir / "checkpoints" / "latest.zip") == finished["steps"]
+    assert finished["train_seconds"] > latest["train_seconds"]
+    card = json.loads((run_dir / "final.json").read_text())
+    assert card["training"]["steps"] == finished["steps"]
+
+    rows = eval_rows(run_dir)
+    assert rows[: len(rows_before)] == rows_before
+    resumed = [row["steps"] for row in rows[len(rows_before) :]]
+    assert resumed and min(resumed) > steps  # continued, not restarted from 0
+    assert [row["steps"] for row in rows] == sorted({row["steps"] for row in rows})
+
+    per_file = scalar_steps(run_dir, "train/ent_coef")
+    assert len(per_file) >= 2  # one event file per process
+    assert max(per_file[0]) <= steps < min(per_file[-1])
+    flat = [step for steps_ in per_file for step in steps_]
+    assert flat == sorted(set(flat))
+    assert [p.name for p in (run_dir / "tb").iterdir()] == ["ppo_0"]  # the same TensorBoard run
+
+
+@pytest.mark.slow
+def test_a_run_does_not_train_past_total_steps(tmp_path: Path) -> None:
+    """200 steps is not a whole number of rollouts (128 each): the run should either stop at
+    200 or refuse the budget up front, not train 256 steps while its config says 200."""
+    args = [*TINY, "--total-steps", "200", "--runs-dir", tmp_path, "--run-name", "odd"]
+    done = run(TRAIN, *args)
+    if done.returncode != 0:
+        assert "total-steps" in one_error_line(done)
+        return
+    latest = json.loads((tmp_path / "odd" / "checkpoints" / "latest.json").read_text())
+    assert latest["steps"] == 200
+
+
+@pytest.mark.slow
+def test_the_smoke_preset_end_to_end(tmp_path: Path) -> None:
+    done = run(
+        TRAIN, "--preset", "smoke", "--runs-dir", tmp_path, "--run-name", "s1", "--no-progress"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_finished_run(tmp_path / "s1", total_steps=4096, final_eval_matches=10)
+
+
+# --- bad arguments ----------------------------------------------------------------------------
+
+
+def no_checkpoint(runs: Path) -> list[str | Path]:
+    (runs / "young").mkdir(parents=True)
+    (runs / "young" / "config.json").write_text("{}")
+    return ["--resume", runs / "young"]
+
+
+def taken_name(runs: Path) -> list[str | Path]:
+    (runs / "taken").mkdir(parents=True)
+    return [*TINY, "--runs-dir", runs, "--run-name", "taken"]
+
+
+BAD_TRAIN_ARGS = {
+    "no steps": (lambda runs: [*TINY, "--total-steps", "0", "--runs-dir", runs], "--total-steps"),
+    "no envs": (lambda runs: [*TINY, "--n-envs", "0", "--runs-dir", runs], "--n-envs"),
+    "zero-width layer": (
+        lambda runs: [*TINY, "--hidden", "16", "0", "--runs-dir", runs],
+        "--hidden",
+    ),
+    "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
+    "resume without checkpoint": (no_checkpoint, "no checkpoint"),
+    "existing run name": (taken_name, "exists"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TRAIN_ARGS))
+def test_train_refuses_bad_arguments_with_one_error_line(case: str, tmp_path: Path) -> None:
+    make_args, fragment = BAD_TRAIN_ARGS[case]
+    runs = tmp_path / "runs"
+    done = run(TRAIN, *make_args(runs), timeout=300)
+    assert done.returncode != 0
+    assert fragment in one_error_line(done)
+    assert done.stdout == ""
+    if runs.exists():  # nothing was made or changed
+        for folder in runs.iterdir():
+            assert [p.name for p in folder.iterdir()] in ([], ["config.json"])
+
+
+# --- training/export.py -----------------------------------------------------------------------
+
+
+def test_export_writes_a_policy_and_its_card(
+    tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    run_dir, _ = tiny_run
+    out = tmp_path / "models" / "agent.onnx"
+    done = run(EXPORT, run_dir, "--random-matches", 10, "--perfect-matches", 5, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {out} and {out.with_suffix('.json')}" in done.stdout
+    policy = load_policy(out)
+    assert policy.metadata[META_ENCODING] == "afterstates"
+    card = json.loads(out.with_suffix(".json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    best = json.loads((run_dir / "checkpoints" / "best.json").read_text())
+    assert card["model"] == "agent.onnx"
+    assert card["command"] == config["command"]
+    assert card["code_version"] == config["code_version"]
+    assert card["exported_with"].startswith("buttonup-env ")
+    assert card["config"] == {
+        k: v for k, v in config.items() if k not in ("command", "code_version")
+    }
+    assert card["training"]["checkpoint"] == "best"
+    assert card["training"]["steps"] == best["best_steps"]
+    assert set(card["evaluation"]) == {"random", "perfect"}
+    assert card["evaluation"]["random"]["matches"] == 10
+    assert card["evaluation"]["perfect"]["matches"] == 5
+    assert card["evaluation"]["perfect"]["wins"] <= 5
+    for figures in card["evaluation"].values():
+        assert str(out) in figures["command"]
+
+
+def test_export_latest_next_to_the_run_by_default(
+    tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    run_dir = Path(shutil.copytree(tiny_run[0], tmp_path / "copy"))
+    args = ["--which", "latest", "--random-matches", 0, "--perfect-matches", 0]
+    done = run(EXPORT, run_dir, *args)
+    assert done.returncode == 0, done.stderr
+    card = json.loads((run_dir / "latest.json").read_text())
+    assert card["training"]["steps"] == TINY_STEPS
+    assert card["evaluation"] == {}
+    state = State.new_round(LAYOUTS[0], "R")
+    assert load_policy(run_dir / "latest.onnx").act(state) == load_policy(
+        run_dir / "final.onnx"
+    ).act(state)  # the same weights as the final export
+
+
+def test_export_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
+    done = run(EXPORT, tmp_path / "nothing")
+    assert done.returncode != 0
+    assert "not a run folder" in one_error_line(done)
+    (tmp_path / "young").mkdir()
+    (tmp_path / "young" / "config.json").write_text("{}")
+    done = run(EXPORT, tmp_path / "young")
+    assert done.returncode != 0
+    assert "best.zip does not exist" in one_error_line(done)
+
+
+def test_export_refuses_negative_match_counts(
+    tiny_run: tuple[Path, subprocess.CompletedProcess],
+) -> None:
+    done = run(EXPORT, tiny_run[0], "--random-matches", "-1")
+    assert done.returncode != 0
+    assert "--random-matches must be >= 0" in one_error_line(done)
+
+
+# --- training/evaluate.py ---------------------------------------------------------------------
+
+SUMMARY = re.compile(
+    r"matches: (?P<matches>\d+), won (?P<wins>\d+), lost (?P<losses>\d+) "
+    r"\((?P<rate>[\d.]+)%, 95% Wilson interval (?P<low>[\d.]+)-(?P<high>[\d.]+)%\)\n"
+    r"mean round margin: (?P<margin>[+-][\d.]+) points over (?P<rounds>\d+) rounds\n"
+    r"mean regret: (?P<regret>[\d.]+) round points per decision over (?P<decisions>\d+) "
+    r"decisions\n"
+    r"speed: (?P<speed>[\d.]+) matches/s"
+)
+
+
+def test_evaluate_cli_prints_writes_and_records(tmp_path: Path) -> None:
+    figures_file, records_file = tmp_path / "figures.json", tmp_path / "games.jsonl"
+    args = ["--model", "random", "--opponent", "greedy", "--matches", "20", "--no-progress"]
+    done = run(EVALUATE, *args, "--json", figures_file, "--record", records_file)
+    assert done.returncode == 0, done.stderr
+    printed = SUMMARY.search(done.stdout)
+    assert printed, done.stdout
+    assert "random against greedy, seed 0" in done.stdout
+    figures = json.loads(figures_file.read_text())
+    assert (figures["model"], figures["opponent"], figures["seed"]) == ("random", "greedy", 0)
+    assert figures["target"] == 15 and figures["matches"] == 20
+    assert int(printed["wins"]) == figures["wins"]
+    assert int(printed["losses"]) == figures["losses"] == 20 - figures["wins"]
+    assert float(printed["rate"]) == round(100 * figures["win_rate"], 1)
+    assert float(printed["low"]) == round(100 * figures["win_rate_interval"][0], 1)
+    assert float(printed["high"]) == round(100 * figures["win_rate_interval"][1], 1)
+    assert float(printed["margin"]) == round(figures["mean_round_margin"], 3)
+    assert int(printed["rounds"]) == figures["rounds"]
+    assert float(printed["regret"]) == round(figures["mean_regret"], 4)
+    assert int(printed["decisions"]) == figures["decisions"]
+    assert float(printed["speed"]) > 0 and figures["matches_per_second"] > 0
+
+    # the same figures as the library's evaluate() with the same seed
+    result = evaluate(RandomBot(), GreedyBot(), 20, seed=0)
+    assert (result.wins, result.rounds, result.decisions) == (
+        figures["wins"],
+        figures["rounds"],
+        figures["decisions"],
+    )
+    assert result.mean_regret == pytest.approx(figures["mean_regret"])
+
+    assert len(records_file.read_text().splitlines()) == 20
+    replay = subprocess.run(
+        [sys.executable, "-m", "buttonup_env.replay", str(records_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert replay.returncode == 0, replay.stdout
+    assert "20 valid, 0 invalid" in replay.stdout
+
+
+def test_evaluate_cli_plays_an_exported_policy(
+    tiny_run: tuple[Path, subprocess.CompletedProcess],
+) -> None:
+    final = tiny_run[0] / "final.onnx"
+    done = run(
+        EVALUATE, "--model", final, "--opponent", "random", "--matches", "6", "--no-progress"
+    )
+    assert done.returncode == 0, done.stderr
+    assert SUMMARY.search(done.stdout)
+
+
+def untrusted_checkpoint(tmp_path: Path) -> list[str]:
+    (tmp_path / "model.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+    return ["--model", str(tmp_path / "model.zip")]
+
+
+BAD_EVALUATE_ARGS = {
+    "no matches": (lambda _: ["--model", "random", "--matches", "0"], "--matches must be >= 1"),
+    "no target": (lambda _: ["--model", "random", "--target", "0"], "--target must be >= 1"),
+    "unknown model": (lambda _: ["--model", "nosuchfile"], "'nosuchfile'"),
+    "unknown opponent": (
+        lambda _: ["--model", "random", "--opponent", "nosuchbot"],
+        "'nosuchbot'",
+    ),
+    "untrusted zip": (untrusted_checkpoint, "trusted"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_EVALUATE_ARGS))
+def test_evaluate_cli_refuses_bad_arguments(case: str, tmp_path: Path) -> None:
+    make_args, fragment = BAD_EVALUATE_ARGS[case]
+    done = run(EVALUATE, *make_args(tmp_path), timeout=120)
+    assert done.returncode == 2
+    assert fragment in one_error_line(done)
+
+
+def test_evaluate_cli_refuses_an_output_file_it_cannot_write(tmp_path: Path) -> None:
+    """A --json path in a missing folder is a bad argument like the others: one error line
+    (ideally before playing), not a traceback after the evaluation."""
+    missing = tmp_path / "no" / "such" / "folder" / "figures.json"
+    done = run(EVALUATE, "--model", "random", "--matches", "3", "--json", missing, timeout=120)
+    assert done.returncode != 0
+    assert str(missing.parent) in one_error_line(done)
+
+
+@pytest.mark.slow
+def test_evaluate_cli_best_response_measures_exploitability(tmp_path: Path) -> None:
+    figures_file = tmp_path / "exploit.json"
+    args = ["--model", "perfect", "--opponent", "best-response", "--no-progress"]
+    done = run(EVALUATE, *args, "--json", figures_file)
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(":")[0]: line for line in done.stdout.splitlines() if ": " in line}
+    assert lines["perfect"].startswith("perfect: exploitability: 0.0000 round points per round")
+    for bot in ("random", "greedy"):
+        value = float(re.search(r"exploitability: ([\d.]+)", lines[bot])[1])
+        assert value > 1.0, lines[bot]
+    figures = json.loads(figures_file.read_text())
+    assert figures["opponent"] == "best-response"
+    assert figures["perfect"]["exploitability"] == pytest.approx(0.0, abs=1e-12)
+    assert figures["perfect"]["starts"] == 2 * len(LAYOUTS)
+    assert figures["random"]["exploitability"] > 1.0
+    assert figures["greedy"]["exploitability"] > 1.0
