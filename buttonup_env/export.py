@@ -62,7 +62,11 @@ def _actor(policy: Any) -> tuple[str, list[tuple[str, Any]], bool]:
         matching = [e.name for e in ENCODINGS.values() if e.size == size and e.name != "slots"]
         if not matching:
             raise ValueError(f"no view encoding has observations of size {size}")
-        return matching[0], _chain([extractor.actor_body, extractor.actor_score]), True
+        steps = _chain([extractor.actor_body, extractor.actor_score])
+        bound = extractor.logit_bound
+        if bound is not None:
+            steps += [("scale", 1.0 / bound), ("act", "Tanh"), ("scale", bound)]
+        return matching[0], steps, True
     if size == SlotEncoding.size and hasattr(policy.mlp_extractor, "policy_net"):
         return (
             SlotEncoding.name,
@@ -97,6 +101,9 @@ def actor_to_onnx(policy: Any, metadata: Mapping[str, object] | None = None) -> 
             ]
             nodes.append(helper.make_node("MatMul", [current, f"W{i}"], [f"mm{i}"]))
             nodes.append(helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"h{i}"]))
+        elif kind == "scale":
+            initializers.append(numpy_helper.from_array(np.array(value, np.float32), f"s{i}"))
+            nodes.append(helper.make_node("Mul", [current, f"s{i}"], [f"h{i}"]))
         else:
             nodes.append(helper.make_node(value, [current], [f"h{i}"]))
         current = f"h{i}"

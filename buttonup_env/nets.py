@@ -35,9 +35,11 @@ class RingViews(nn.Module):
         hidden: Sequence[int],
         activation: type[nn.Module],
         shared: bool = False,
+        logit_bound: float | None = None,
     ) -> None:
         super().__init__()
         self.view_size = view_size
+        self.logit_bound = logit_bound
         sizes = [view_size, *hidden]
         self.actor_body = _mlp(sizes, activation)
         self.actor_score = nn.Linear(sizes[-1], 1)
@@ -47,7 +49,10 @@ class RingViews(nn.Module):
 
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
         views = features.reshape(-1, MAX_LEGAL, self.view_size)
-        return self.actor_score(self.actor_body(views)).squeeze(-1)
+        scores = self.actor_score(self.actor_body(views)).squeeze(-1)
+        if self.logit_bound is not None:  # soft clamp: never a fully certain policy
+            scores = self.logit_bound * th.tanh(scores / self.logit_bound)
+        return scores
 
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
         views = self.critic_body(features.reshape(-1, MAX_LEGAL, self.view_size))
@@ -61,7 +66,10 @@ class RingPolicy(MaskableActorCriticPolicy):
     """MaskablePPO policy for :class:`~buttonup_env.wrappers.RingObservation`.
 
     policy_kwargs: ``hidden``, the sizes of the per-view layers (default 256, 256); ``shared``,
-    whether actor and critic use the same per-view layers (default False: separate).
+    whether actor and critic use the same per-view layers (default False: separate);
+    ``logit_bound``, if set, softly clamps every logit to ``(-bound, bound)`` with
+    ``bound * tanh(score / bound)``, so that no legal move's probability falls below about
+    ``exp(-2 * bound) / 3`` and the policy keeps trying every move while it trains.
     """
 
     def __init__(
@@ -69,16 +77,22 @@ class RingPolicy(MaskableActorCriticPolicy):
         *args: Any,
         hidden: Sequence[int] = (256, 256),
         shared: bool = False,
+        logit_bound: float | None = None,
         **kwargs: Any,
     ) -> None:
+        if logit_bound is not None and not logit_bound > 0:
+            raise ValueError(f"logit_bound must be None or > 0, got {logit_bound!r}")
         self.hidden = tuple(hidden)
         self.shared = shared
+        self.logit_bound = logit_bound
         kwargs.setdefault("activation_fn", nn.ReLU)
         super().__init__(*args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
         view_size = self.observation_space.shape[0] // MAX_LEGAL
-        self.mlp_extractor = RingViews(view_size, self.hidden, self.activation_fn, self.shared)
+        self.mlp_extractor = RingViews(
+            view_size, self.hidden, self.activation_fn, self.shared, self.logit_bound
+        )
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
@@ -94,4 +108,5 @@ class RingPolicy(MaskableActorCriticPolicy):
         data = super()._get_constructor_parameters()
         data["hidden"] = self.hidden
         data["shared"] = self.shared
+        data["logit_bound"] = self.logit_bound
         return data

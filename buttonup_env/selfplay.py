@@ -29,13 +29,13 @@ SNAPSHOT_GLOB = "step_*.onnx"
 class OpponentMix:
     """How often each kind of opponent plays (weights, normalised when drawn)."""
 
-    snapshots: float = 0.4
+    snapshots: float = 0.1
     """Weight of the learner's own snapshots (self-play)."""
-    perfect: float = 0.4
+    perfect: float = 0.8
     """Weight of the exact solver (PerfectBot)."""
-    greedy: float = 0.1
+    greedy: float = 0.05
     """Weight of GreedyBot."""
-    random: float = 0.1
+    random: float = 0.05
     """Weight of RandomBot."""
     newest: float = 0.5
     """When a snapshot plays: probability that it is the newest one."""

@@ -291,7 +291,8 @@ def test_every_drawn_opponent_plays_legal_moves(
     tmp_path: Path, snapshot_files: tuple[Path, Path]
 ) -> None:
     fill(tmp_path, list(snapshot_files), [1, 2])
-    pool = OpponentPool(tmp_path, OpponentMix(newest=0.5), refresh_seconds=0.0)
+    even = OpponentMix(snapshots=1, perfect=1, greedy=1, random=1, newest=0.5)
+    pool = OpponentPool(tmp_path, even, refresh_seconds=0.0)
     rng = np.random.default_rng(9)
     states = positions(10, 300)
     seen = set()
@@ -309,7 +310,8 @@ def test_a_training_env_plays_episodes_with_the_pool(
     train = load_train_script()
     folder = tmp_path / "snapshots"
     fill(folder, list(snapshot_files), [1, 2])
-    env = train.make_env(folder, OpponentMix(newest=0.5), "afterstates")
+    even = OpponentMix(snapshots=1, perfect=1, greedy=1, random=1, newest=0.5)
+    env = train.make_env(folder, even, "afterstates")
     assert env.observation_space.shape == (735,)
     assert env.action_space.n == 3
     pool = env.unwrapped.opponent

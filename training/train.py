@@ -86,13 +86,13 @@ class TrainConfig:
     """Passes over each rollout."""
     gamma: float = 1.0
     """Discount (episodes are one round: at most 8 agent decisions)."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
+    gae_lambda: float = 1.0
+    """GAE lambda (1: plain Monte-Carlo returns, the critic only as a baseline)."""
     clip_range: float = 0.2
     """PPO clip range."""
     ent_coef_start: float = 0.05
     """Entropy coefficient at the start; it decays linearly ..."""
-    ent_coef_end: float = 0.005
+    ent_coef_end: float = 0.001
     """... to this value at the end of the run."""
 
     opponents: OpponentMix = field(default_factory=OpponentMix)
@@ -118,7 +118,7 @@ PERIODIC_EVAL_SEED = 1000
 
 PRESETS: dict[str, dict[str, int]] = {
     "full": dict(
-        total_steps=8_000_000,
+        total_steps=9_000_000,
         snapshot_every=250_000,
         eval_every=500_000,
         eval_matches=100,
