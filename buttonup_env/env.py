@@ -17,6 +17,7 @@ from .rules import (
     NUM_SLOTS,
     Color,
     State,
+    check_target,
     is_whole_number,
     other,
     random_layout,
@@ -161,8 +162,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         _choice("episode", episode, EPISODES)
         _choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
         _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
-        if isinstance(target, bool) or not isinstance(target, int) or target < 1:
-            raise ValueError(f"target={target!r} is not allowed; use a whole number >= 1")
+        target = check_target(target)
         self.opponent = make_opponent(opponent)
         self._next_opponent: Player | None = None
         self.agent_color_choice = agent_color

@@ -32,6 +32,7 @@ from .rules import (
     NUM_SLOTS,
     Color,
     State,
+    check_target,
     is_whole_number,
     random_layout,
     round_points,
@@ -160,8 +161,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         super().__init__()
         _choice("reward", reward, REWARDS)
         _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
-        if isinstance(target, bool) or not isinstance(target, int) or target < 1:
-            raise ValueError(f"target={target!r} is not allowed; use a whole number >= 1")
+        target = check_target(target)
         self.target = target
         self.reward_mode = reward
         self.render_mode = render_mode

@@ -171,7 +171,14 @@ def _layout(layout: Sequence[str] | str) -> Board:
 
 
 def _valid_target(target: object) -> bool:
-    return isinstance(target, int) and not isinstance(target, bool) and target >= 1
+    return is_whole_number(target) and target >= 1  # type: ignore[operator]
+
+
+def check_target(target: object) -> int:
+    """``target`` as an int; ``ValueError`` unless it is a whole number of points >= 1."""
+    if not _valid_target(target):
+        raise ValueError(f"target={target!r} is not allowed; use a whole number of points >= 1")
+    return int(target)  # type: ignore[call-overload]
 
 
 class State:
@@ -207,8 +214,7 @@ class State:
         if starter is None:
             starter = to_move
         _check_color(starter, "starter")
-        if not _valid_target(target):
-            raise ValueError(f"target must be a whole number of points >= 1, got {target!r}")
+        target = check_target(target)
         score = {"R": 0, "B": 0} if score is None else score
         if not isinstance(score, Mapping) or set(score) != {"R", "B"}:
             raise ValueError(f'score must be a mapping {{"R": int, "B": int}}, got {score!r}')
