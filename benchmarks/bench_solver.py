@@ -46,10 +46,14 @@ def main() -> None:
             bot.act(state)
         per_act.append((time.perf_counter() - start) / len(states))
     print(f"canonical positions: {size:,}")
-    print(f"cold solve of all 1,680 set-ups: {statistics.median(cold):.3f} s "
-          f"(median of {args.repeats})")
-    print(f"PerfectBot.act on a solved position: {1e6 * statistics.median(per_act):.1f} us "
-          f"(median over {len(states):,} positions x {args.repeats})")
+    print(
+        f"cold solve of all 1,680 set-ups: {statistics.median(cold):.3f} s "
+        f"(median of {args.repeats})"
+    )
+    print(
+        f"PerfectBot.act on a solved position: {1e6 * statistics.median(per_act):.1f} us "
+        f"(median over {len(states):,} positions x {args.repeats})"
+    )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import pytest
 
 from buttonup_env.bots import GreedyBot, RandomBot
 from buttonup_env.evaluation import evaluate
+from buttonup_env.exploit import exploitability
 from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy
 from buttonup_env.rules import LAYOUTS, State
 
@@ -344,7 +345,17 @@ def test_export_writes_a_policy_and_its_card(
 ) -> None:
     run_dir, _ = tiny_run
     out = tmp_path / "models" / "agent.onnx"
-    done = run(EXPORT, run_dir, "--random-matches", 10, "--perfect-matches", 5, "--out", out)
+    done = run(
+        EXPORT,
+        run_dir,
+        "--random-matches",
+        10,
+        "--perfect-matches",
+        5,
+        "--out",
+        out,
+        "--no-best-response",
+    )
     assert done.returncode == 0, done.stderr
     assert f"wrote {out} and {out.with_suffix('.json')}" in done.stdout
     policy = load_policy(out)
@@ -369,11 +380,27 @@ def test_export_writes_a_policy_and_its_card(
         assert str(out) in figures["command"]
 
 
+@pytest.mark.slow
+def test_export_card_holds_the_exact_exploitability(
+    tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    out = tmp_path / "agent.onnx"
+    done = run(EXPORT, tiny_run[0], "--random-matches", 0, "--perfect-matches", 0, "--out", out)
+    assert done.returncode == 0, done.stderr
+    card = json.loads(out.with_suffix(".json").read_text())
+    figures = card["exploitability"]
+    expected = exploitability(load_policy(out))
+    assert figures["exploitability"] == pytest.approx(expected.exploitability)
+    assert figures["starts"] == 2 * len(LAYOUTS)
+    assert "--opponent best-response" in figures["command"]
+
+
 def test_export_latest_next_to_the_run_by_default(
     tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
 ) -> None:
     run_dir = Path(shutil.copytree(tiny_run[0], tmp_path / "copy"))
     args = ["--which", "latest", "--random-matches", 0, "--perfect-matches", 0]
+    args.append("--no-best-response")
     done = run(EXPORT, run_dir, *args)
     assert done.returncode == 0, done.stderr
     card = json.loads((run_dir / "latest.json").read_text())

@@ -98,15 +98,19 @@ def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | N
         title="win rate in periodic evaluations",
     )
     left.axhline(50, color="grey", lw=0.6, ls=":")
-    left.legend(loc="lower right", fontsize=8)
+    left.legend(loc="center right", fontsize=8)
     right.plot(steps, [row["regret_perfect"] for row in rows], marker=".", color="tab:blue")
     right.set(
         xlabel="environment steps (millions)",
         ylabel="round points per decision",
-        title="regret against the exact solver (vs perfect)",
+        title="mean regret against the solver (matches vs perfect)",
         yscale="log",
     )
-    right.grid(True, which="both", lw=0.3)
+    ticks = [0.05, 0.1, 0.2, 0.5, 1, 2]
+    right.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    right.minorticks_off()
+    right.axhline(0.1, color="grey", lw=0.6, ls=":")
+    right.grid(True, lw=0.3)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

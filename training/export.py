@@ -5,8 +5,9 @@
 
 Writes ``OUT`` (the policy network: observations to action logits; needs only onnxruntime to
 run, see ``buttonup_env.load_policy``) and ``OUT`` with ``.json`` (the card: the training
-command, config, seed, code version, training steps and time, and the evaluation against the
-random bot and the perfect bot). Training calls the same code at its end.
+command, config, seed, code version, training steps and time, the evaluation against the
+random bot and the perfect bot, and the exact exploitability). Training calls the same code at
+its end.
 
 This loads the run's SB3 checkpoint, which unpickles Python code: export only runs you made.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -27,6 +28,7 @@ from common import fail, write_card
 
 from buttonup_env.bots import PerfectBot, RandomBot
 from buttonup_env.evaluation import EvaluationResult, evaluate
+from buttonup_env.exploit import exploitability
 from buttonup_env.export import export_onnx
 from buttonup_env.policy import OnnxPolicy
 
@@ -41,8 +43,10 @@ def export_with_card(
     random_matches: int,
     perfect_matches: int,
     quiet: bool = False,
+    best_response: bool = False,
 ) -> dict[str, EvaluationResult]:
-    """Write ``out`` and its card; evaluate against the random and the perfect bot."""
+    """Write ``out`` and its card; evaluate against the random and the perfect bot, and
+    (with ``best_response``) measure the exact exploitability."""
     export_onnx(policy, out, {"steps": training.get("steps", "")})
     player = OnnxPolicy(out)
     results: dict[str, tuple[str, EvaluationResult]] = {}
@@ -62,7 +66,18 @@ def export_with_card(
         results[name] = (command, result)
         if not quiet:
             print(result.summary(), end="\n\n")
-    write_card(out, config, training, results)
+    extra = {}
+    if best_response:
+        if not quiet:
+            print(f"measuring the exploitability of {out.name} (best response, exact)...")
+        exploit = exploitability(player)
+        if not quiet:
+            print(exploit.summary(), end="\n\n")
+        extra["exploitability"] = {
+            "command": f"python training/evaluate.py --model {out} --opponent best-response",
+            **asdict(exploit),
+        }
+    write_card(out, config, training, results, extra)
     return {name: result for name, (_, result) in results.items()}
 
 
@@ -81,6 +96,8 @@ class ExportArgs:
     """Matches against the random bot for the card."""
     perfect_matches: int = 500
     """Matches against the perfect bot for the card."""
+    best_response: bool = True
+    """Also measure the exact exploitability for the card (about 10 s)."""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -105,7 +122,15 @@ def main(argv: list[str] | None = None) -> None:
         "minutes": round(state.get("train_seconds", 0.0) / 60, 1),
     }
     out = args.out or args.run / f"{args.which}.onnx"
-    export_with_card(model.policy, out, config, training, args.random_matches, args.perfect_matches)
+    export_with_card(
+        model.policy,
+        out,
+        config,
+        training,
+        args.random_matches,
+        args.perfect_matches,
+        best_response=args.best_response,
+    )
     print(f"wrote {out} and {out.with_suffix('.json')}")
 
 
