@@ -251,7 +251,9 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self._done = False
         self._last_move = None
         reward, info_extra = self._advance()
-        assert reward == 0.0 and not self._done  # the opponent cannot finish a round alone
+        # from a set-up a player makes at most 3 moves in a row (tests/test_rules.py), so the
+        # opponent cannot finish a round before the agent moves
+        assert reward == 0.0 and not self._done
         return self._obs(), self._info(**info_extra)
 
     def _advance(self) -> tuple[float, dict[str, Any]]:

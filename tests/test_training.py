@@ -3,6 +3,8 @@ and resume, export with a card, evaluate from the command line, and their error 
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -547,3 +549,26 @@ def test_evaluate_cli_best_response_measures_exploitability(tmp_path: Path) -> N
     assert figures["perfect"]["starts"] == 2 * len(LAYOUTS)
     assert figures["random"]["exploitability"] > 1.0
     assert figures["greedy"]["exploitability"] > 1.0
+
+
+def test_the_card_says_which_targets_are_met_and_by_how_much() -> None:
+    spec = importlib.util.spec_from_file_location("buttonup_export", EXPORT)
+    assert spec is not None and spec.loader is not None
+    sys.path.insert(0, str(EXPORT.parent))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    good = evaluate(RandomBot(0), RandomBot(1), 6, seed=0)
+    weak = dataclasses.replace(good, win_rate=0.30, mean_regret=0.25)
+    strong = dataclasses.replace(good, win_rate=0.999, mean_regret=0.05)
+    rows = module.targets({"perfect": ("cmd", weak), "random": ("cmd", strong)})
+    by_name = {row["target"]: row for row in rows if "target" in row}
+    regret = by_name["regret against the perfect bot at most 0.1"]
+    assert regret["met"] is False and regret["missed_by"] == pytest.approx(0.15)
+    perfect = by_name["matches won against the perfect bot at least 0.45"]
+    assert perfect["met"] is False and perfect["missed_by"] == pytest.approx(0.15)
+    random = by_name["matches won against the random bot at least 0.995"]
+    assert random["met"] is True and random["missed_by"] is None
+    assert any("what_was_tried" in row for row in rows)
+    only_random = module.targets({"random": ("cmd", strong)})
+    assert [row["met"] for row in only_random] == [True]  # nothing missed, nothing to explain

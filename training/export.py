@@ -66,7 +66,7 @@ def export_with_card(
         results[name] = (command, result)
         if not quiet:
             print(result.summary(), end="\n\n")
-    extra = {}
+    extra: dict[str, object] = {"targets": targets(results)}
     if best_response:
         if not quiet:
             print(f"measuring the exploitability of {out.name} (best response, exact)...")
@@ -79,6 +79,36 @@ def export_with_card(
         }
     write_card(out, config, training, results, extra)
     return {name: result for name, (_, result) in results.items()}
+
+
+TARGETS = (
+    # (name, opponent, figure, at least / at most, value)
+    ("regret against the perfect bot", "perfect", "mean_regret", "at most", 0.10),
+    ("matches won against the perfect bot", "perfect", "win_rate", "at least", 0.45),
+    ("matches won against the random bot", "random", "win_rate", "at least", 0.995),
+)
+"""The shipped agent's targets (issue 3); the card says which are met and by how much."""
+
+
+def targets(results: dict[str, tuple[str, EvaluationResult]]) -> list[dict[str, object]]:
+    """Each target the evaluations can judge: the figure, met or not, and the gap."""
+    rows: list[dict[str, object]] = []
+    for name, opponent, figure, sense, value in TARGETS:
+        if opponent not in results:
+            continue
+        measured = getattr(results[opponent][1], figure)
+        gap = measured - value if sense == "at least" else value - measured
+        rows.append(
+            {
+                "target": f"{name} {sense} {value:g}",
+                "measured": round(measured, 4),
+                "met": gap >= 0,
+                "missed_by": None if gap >= 0 else round(-gap, 4),
+            }
+        )
+    if any(not row["met"] for row in rows):
+        rows.append({"what_was_tried": "README.md, section 'What we tried'"})
+    return rows
 
 
 @dataclass
