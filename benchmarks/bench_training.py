@@ -20,16 +20,13 @@ import time
 from pathlib import Path
 
 import torch as th
-from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
 
-from train import TrainConfig, resolve
+from train import TrainConfig, make_model, resolve
 from train import make_vec_env as make_training_envs
-
-from buttonup_env.nets import RingPolicy
 
 
 def buttonup(config: TrainConfig, steps: int) -> float:
@@ -37,20 +34,7 @@ def buttonup(config: TrainConfig, steps: int) -> float:
         run_dir = Path(folder)
         (run_dir / "snapshots").mkdir()
         venv = make_training_envs(config, run_dir)
-        model = MaskablePPO(
-            RingPolicy,
-            venv,
-            learning_rate=config.learning_rate,
-            n_steps=config.n_steps,
-            batch_size=config.batch_size,
-            n_epochs=config.n_epochs,
-            gamma=config.gamma,
-            gae_lambda=config.gae_lambda,
-            ent_coef=config.ent_coef_start,
-            seed=0,
-            device="cpu",
-            policy_kwargs=dict(hidden=config.hidden),
-        )
+        model = make_model(config, venv)
         start = time.perf_counter()
         model.learn(steps)
         return model.num_timesteps / (time.perf_counter() - start)

@@ -191,6 +191,28 @@ def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) ->
     return venv
 
 
+def make_model(
+    config: TrainConfig, venv: VecEnv, tensorboard_log: Path | None = None
+) -> MaskablePPO:
+    """A new MaskablePPO with ``config``'s network and hyperparameters."""
+    return MaskablePPO(
+        RingPolicy,
+        venv,
+        learning_rate=config.learning_rate,
+        n_steps=config.n_steps,
+        batch_size=config.batch_size,
+        n_epochs=config.n_epochs,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clip_range=config.clip_range,
+        ent_coef=config.ent_coef_start,
+        seed=config.seed,
+        device="cpu",
+        policy_kwargs=dict(hidden=config.hidden),
+        tensorboard_log=None if tensorboard_log is None else str(tensorboard_log),
+    )
+
+
 # --- callbacks -----------------------------------------------------------------------------
 
 
@@ -386,22 +408,7 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         model = MaskablePPO.load(checkpoint, env=venv, device="cpu")
         print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
     else:
-        model = MaskablePPO(
-            RingPolicy,
-            venv,
-            learning_rate=config.learning_rate,
-            n_steps=config.n_steps,
-            batch_size=config.batch_size,
-            n_epochs=config.n_epochs,
-            gamma=config.gamma,
-            gae_lambda=config.gae_lambda,
-            clip_range=config.clip_range,
-            ent_coef=config.ent_coef_start,
-            seed=config.seed,
-            device="cpu",
-            policy_kwargs=dict(hidden=config.hidden),
-            tensorboard_log=str(run_dir / "tb"),
-        )
+        model = make_model(config, venv, tensorboard_log=run_dir / "tb")
         print(f"training in {run_dir} for {config.total_steps:,} steps")
     periodic = Periodic(config, run_dir, state)
     callbacks = CallbackList([Clock(state), EntropySchedule(config), periodic])
