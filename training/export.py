@@ -151,6 +151,16 @@ def main(argv: list[str] | None = None) -> None:
         "steps": model.num_timesteps,
         "minutes": round(state.get("train_seconds", 0.0) / 60, 1),
     }
+    latest_file = args.run / "checkpoints" / "latest.json"
+    if latest_file.is_file():  # the whole run, of which this checkpoint is a point
+        latest = json.loads(latest_file.read_text())
+        training["run_steps"] = latest.get("steps")
+        training["run_minutes"] = round(latest.get("train_seconds", 0.0) / 60, 1)
+    eval_file = args.run / "eval.jsonl"
+    if eval_file.is_file():
+        training["periodic_evaluations"] = [
+            json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()
+        ]
     out = args.out or args.run / f"{args.which}.onnx"
     export_with_card(
         model.policy,
