@@ -202,13 +202,14 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         assert self.state is not None
         return self.encoding.encode(self.state, self.agent_color)
 
-    def _info(self, **extra: Any) -> dict[str, Any]:
-        info = {
-            "action_mask": self._mask(np.int8),
-            "state": self.state,
-            "agent_color": self.agent_color,
-        }
-        info.update(extra)
+    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """``info`` completed with the mask, the state and the agent's colour."""
+        state = self.state
+        info["action_mask"] = (
+            np.ones(NUM_SLOTS, dtype=np.int8) if self._done else legal_mask(state, np.int8)
+        )
+        info["state"] = state
+        info["agent_color"] = self.agent_color
         return info
 
     def _new_round(self, first: Color | None = None) -> None:
@@ -254,17 +255,19 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         # from a set-up a player makes at most 3 moves in a row (tests/test_rules.py), so the
         # opponent cannot finish a round before the agent moves
         assert reward == 0.0 and not self._done
-        return self._obs(), self._info(**info_extra)
+        return self._obs(), self._info(info_extra)
 
     def _advance(self) -> tuple[float, dict[str, Any]]:
         """Play the opponent until it is the agent's turn or the episode ends.
 
-        Returns the reward earned meanwhile and extra info. Called after every agent move.
+        Returns the reward earned meanwhile and the step's ``info`` without its mask and state
+        (:meth:`_info` adds them). Called after every agent move; this is the hot path.
         """
         reward = 0.0
         opponent_moves: list[int] = []
         extra: dict[str, Any] = {"opponent_moves": opponent_moves}
         agent = self.agent_color
+        opponent = self.opponent
         while True:
             state = self.state
             assert state is not None
@@ -288,15 +291,16 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
                 continue
             if state.to_move == agent:
                 return reward, extra
-            slot = self.opponent.act(state)
+            slot = opponent.act(state)
             if slot not in legal or not is_whole_number(slot):
                 raise ValueError(
-                    f"the opponent {self.opponent!r} made an illegal move: "
+                    f"the opponent {opponent!r} made an illegal move: "
                     f"{state._illegal_message(slot, legal)}"
                 )
+            slot = int(slot)
             self._last_move = slot
-            self.state = state._successor(int(slot))
-            opponent_moves.append(int(slot))
+            self.state = state._successor(slot)
+            opponent_moves.append(slot)
 
     def step(
         self, action: np.int64 | int
@@ -318,13 +322,14 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
                 -1.0,
                 True,
                 False,
-                self._info(illegal_action=True, opponent_moves=[]),
+                self._info({"illegal_action": True, "opponent_moves": []}),
             )
         slot = int(action)
         self._last_move = slot
         self.state = state._successor(slot)
-        reward, extra = self._advance()
-        return self._obs(), reward, self._done, False, self._info(**extra)
+        reward, info = self._advance()
+        obs = self.encoding.encode(self.state, self.agent_color)
+        return obs, reward, self._done, False, self._info(info)
 
     def render(self) -> str | np.ndarray | None:  # type: ignore[override]
         """Text (``ansi``) or a picture (``rgb_array``) of the position; None without a mode."""

@@ -34,6 +34,9 @@ def other(color: Color) -> Color:
     return "B" if color == "R" else "R"
 
 
+_OTHER: dict[str, Color] = {"R": "B", "B": "R"}
+
+
 def is_whole_number(value: object) -> bool:
     """True for ``int`` and numpy integers, False for bools, floats and everything else."""
     return type(value) is int or (
@@ -399,7 +402,7 @@ class State:
             points = round_points(strength(final))
             score = (self._score[0] + points["R"], self._score[1] + points["B"])
             return State._make(board, other(mover), score, self.target, self.starter)
-        to_move = mover if extra_turn else other(mover)
+        to_move = mover if extra_turn else _OTHER[mover]
         return State._make(board, to_move, self._score, self.target, self.starter)
 
     def _illegal_message(self, slot: object, legal: tuple[int, ...]) -> str:
