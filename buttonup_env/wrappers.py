@@ -20,12 +20,14 @@ INVALID_SLOT = -1
 class RingObservation(
     gym.Wrapper[np.ndarray, np.int64, np.ndarray, np.int64], gym.utils.RecordConstructorArgs
 ):
-    """``ButtonUp-v0`` seen through the ``ring`` encoding (see :mod:`buttonup_env.encoding`).
+    """``ButtonUp-v0`` seen through a view encoding (see :mod:`buttonup_env.encoding`).
 
-    Observation: ``Box(0, 1, (729,), float32)``, the three views. Action: ``Discrete(3)``,
+    ``encoding="ring"`` (default) or ``"afterstates"`` (what training uses). Observation:
+    ``Box(0, 1, (729,) or (735,), float32)``, one view per legal move. Action: ``Discrete(3)``,
     action ``a`` lifts the ``a``-th legal slot in increasing order. :meth:`action_masks` and
     ``info["action_mask"]`` are over these three actions. Rewards, episode ends and the other
-    ``info`` keys are the env's.
+    ``info`` keys are the env's; an action with no legal move behind it is passed on as an
+    illegal slot, so the env's ``illegal_action`` setting decides what happens.
     """
 
     def __init__(self, env: gym.Env, encoding: str = "ring") -> None:
