@@ -67,14 +67,7 @@ class RandomBot(_SeededBot):
 
     def act(self, state: State) -> int:
         """A uniformly random legal slot."""
-        moves = state.legal_moves()
-        n = len(moves)
-        if n == 1:
-            return moves[0]
-        if n == 0:
-            _legal(state)  # raises the finished-round error
-        # rng.random() is several times faster than rng.integers() for one draw
-        return moves[min(int(self.rng.random() * n), n - 1)]
+        return _pick(_legal(state), self.rng)
 
 
 def immediate_margin(board: tuple[str, ...], color: Color) -> int:

@@ -204,11 +204,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
 
     def _info(self, info: dict[str, Any]) -> dict[str, Any]:
         """``info`` completed with the mask, the state and the agent's colour."""
-        state = self.state
-        info["action_mask"] = (
-            np.ones(NUM_SLOTS, dtype=np.int8) if self._done else legal_mask(state, np.int8)
-        )
-        info["state"] = state
+        info["action_mask"] = self._mask(np.int8)
+        info["state"] = self.state
         info["agent_color"] = self.agent_color
         return info
 

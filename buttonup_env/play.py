@@ -30,7 +30,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 import numpy as np
@@ -318,24 +318,25 @@ class Session:
 
 
 # --- command line ----------------------------------------------------------------------------
-def _target(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a target: use a whole number >= 1")
-    return value
+def _whole_number(minimum: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``minimum``, else one sentence saying so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"{value} is not a {what}: use a whole number >= {minimum}"
+            )
+        return value
+
+    return parse
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a seed: use a whole number >= 0")
-    return value
+_target = _whole_number(1, "target")
+_seed = _whole_number(0, "seed")
 
 
 def _color(text: str) -> Color:

@@ -320,6 +320,15 @@ BAD_TRAIN_ARGS = {
         lambda runs: [*TINY, "--hidden", "16", "0", "--runs-dir", runs],
         "--hidden",
     ),
+    "gamma above 1": (lambda runs: [*TINY, "--gamma", "1.5", "--runs-dir", runs], "--gamma"),
+    "negative entropy": (
+        lambda runs: [*TINY, "--ent-coef-end", "-0.1", "--runs-dir", runs],
+        "--ent-coef-end",
+    ),
+    "batch larger than a rollout": (
+        lambda runs: [*TINY, "--batch-size", "100000", "--runs-dir", runs],
+        "--batch-size",
+    ),
     "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
     "resume without checkpoint": (no_checkpoint, "no checkpoint"),
     "existing run name": (taken_name, "exists"),

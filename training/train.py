@@ -166,8 +166,24 @@ def resolve(config: TrainConfig) -> TrainConfig:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if not config.hidden or min(config.hidden) < 1:
         raise ValueError(f"--hidden needs one or more sizes >= 1, got {config.hidden}")
-    if config.learning_rate <= 0:
-        raise ValueError(f"--learning-rate must be > 0, got {config.learning_rate}")
+    ranges = [
+        ("learning_rate", config.learning_rate > 0, "> 0"),
+        ("gamma", 0 < config.gamma <= 1, "in (0, 1]"),
+        ("gae_lambda", 0 <= config.gae_lambda <= 1, "in [0, 1]"),
+        ("clip_range", config.clip_range > 0, "> 0"),
+        ("ent_coef_start", config.ent_coef_start >= 0, ">= 0"),
+        ("ent_coef_end", config.ent_coef_end >= 0, ">= 0"),
+    ]
+    for name, ok, allowed in ranges:
+        if not ok:
+            raise ValueError(
+                f"--{name.replace('_', '-')} must be {allowed}, got {getattr(config, name)}"
+            )
+    if config.batch_size > config.n_envs * config.n_steps:
+        raise ValueError(
+            f"--batch-size {config.batch_size} is larger than a rollout "
+            f"(--n-envs x --n-steps = {config.n_envs * config.n_steps})"
+        )
     return config
 
 
