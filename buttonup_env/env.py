@@ -265,39 +265,41 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         extra: dict[str, Any] = {"opponent_moves": opponent_moves}
         agent = self.agent_color
         opponent = self.opponent
+        state = self.state
+        assert state is not None
         while True:
-            state = self.state
-            assert state is not None
             legal = state.legal_moves()
-            if not legal:  # the round is over
-                strength = state.strength
-                extra["round_points"] = round_points(strength)
-                margin = strength[agent] - strength[other(agent)]
-                if self.reward_mode == "round":
-                    reward += margin / MAX_ROUND_MARGIN
-                if self.episode == "round":
-                    if self.reward_mode == "match":
-                        reward += float(np.sign(margin))
-                    self._done = True
+            if legal:
+                if state.to_move == agent:
                     return reward, extra
-                if state.match_over:
-                    reward += 1.0 if state.winner == agent else -1.0
-                    self._done = True
-                    return reward, extra
-                self._new_round()
+                slot = opponent.act(state)
+                if slot not in legal or not is_whole_number(slot):
+                    raise ValueError(
+                        f"the opponent {opponent!r} made an illegal move: "
+                        f"{state._illegal_message(slot, legal)}"
+                    )
+                slot = int(slot)
+                self._last_move = slot
+                self.state = state = state._successor(slot)
+                opponent_moves.append(slot)
                 continue
-            if state.to_move == agent:
+            # the round is over
+            strength = state.strength
+            extra["round_points"] = round_points(strength)
+            margin = strength[agent] - strength[other(agent)]
+            if self.reward_mode == "round":
+                reward += margin / MAX_ROUND_MARGIN
+            if self.episode == "round":
+                if self.reward_mode == "match":
+                    reward += float(np.sign(margin))
+                self._done = True
                 return reward, extra
-            slot = opponent.act(state)
-            if slot not in legal or not is_whole_number(slot):
-                raise ValueError(
-                    f"the opponent {opponent!r} made an illegal move: "
-                    f"{state._illegal_message(slot, legal)}"
-                )
-            slot = int(slot)
-            self._last_move = slot
-            self.state = state._successor(slot)
-            opponent_moves.append(slot)
+            if state.match_over:
+                reward += 1.0 if state.winner == agent else -1.0
+                self._done = True
+                return reward, extra
+            self._new_round()
+            state = self.state
 
     def step(
         self, action: np.int64 | int

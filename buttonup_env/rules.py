@@ -112,6 +112,7 @@ def format_board(board: Sequence[str]) -> str:
     return " ".join(stack or "." for stack in board)
 
 
+_SLOTS = range(NUM_SLOTS)
 _CLOCKWISE = tuple(
     tuple((slot + step) % NUM_SLOTS for step in range(1, NUM_SLOTS)) for slot in range(NUM_SLOTS)
 )
@@ -125,19 +126,30 @@ def sow(board: Board, slot: int) -> tuple[Board, bool]:
     flag is the sowing rule alone: it is true when ``k <= m`` and the last button sown has the
     colour of the button it landed on. :meth:`State.play` voids it when the round ends.
     """
+    new, extra_turn, _ = _sow(board, slot)
+    return new, extra_turn
+
+
+def _sow(board: Board, slot: int) -> tuple[Board, bool, int]:
+    """:func:`sow`, plus the number of stacks left (every other stack receives a button)."""
     stack = board[slot]
     targets = [s for s in _CLOCKWISE[slot] if board[s]]
     k, m = len(stack), len(targets)
     new = list(board)
     new[slot] = ""
+    if k == 1:  # the most common move, spelled out: it is on every step's hot path
+        target = targets[0]
+        new[target] += stack
+        return tuple(new), board[target][-1] == stack, m
+    # zip stops at the shorter sequence on purpose (strict=False, left out: it costs 20%)
     if k <= m:
-        for button, target in zip(stack, targets, strict=False):
+        for button, target in zip(stack, targets):  # noqa: B905
             new[target] += button
-        return tuple(new), board[targets[k - 1]][-1] == stack[-1]
-    for button, target in zip(stack[: m - 1], targets, strict=False):
+        return tuple(new), board[targets[k - 1]][-1] == stack[-1], m
+    for button, target in zip(stack[: m - 1], targets):  # noqa: B905
         new[target] += button
     new[targets[m - 1]] += stack[m - 1 :]
-    return tuple(new), False
+    return tuple(new), False, m
 
 
 def strength(stack: str) -> dict[Color, int]:
@@ -235,21 +247,6 @@ class State:
         setattr_(self, "_legal", None)
 
     @classmethod
-    def _make(
-        cls, board: Board, to_move: Color, score: tuple[int, int], target: int, starter: Color
-    ) -> State:
-        """Build a state from values already known to be valid (the fast path of :meth:`play`)."""
-        state = object.__new__(cls)
-        _SET_BOARD(state, board)
-        _SET_TO_MOVE(state, to_move)
-        _SET_TARGET(state, target)
-        _SET_STARTER(state, starter)
-        _SET_SCORE(state, score)
-        _SET_HASH(state, None)
-        _SET_LEGAL(state, None)
-        return state
-
-    @classmethod
     def from_notation(
         cls,
         board: str,
@@ -276,7 +273,7 @@ class State:
         """The start of a round: nine single buttons (three per colour), ``first`` to move."""
         board = _layout(layout)
         if score is None and first in COLORS and _valid_target(target):
-            return cls._make(board, first, (0, 0), target, first)  # the common, fast case
+            return _make(board, first, (0, 0), target, first)  # the common, fast case
         return cls(board, first, score, target, first)
 
     # ----------------------------------------------------------------------------------------
@@ -395,15 +392,17 @@ class State:
 
     def _successor(self, slot: int) -> State:
         """:meth:`play` without the checks, for callers that have checked ``slot`` already."""
-        board, extra_turn = sow(self.board, slot)
+        board, extra_turn, stacks = _sow(self.board, slot)
         mover = self.to_move
-        if board.count("") == NUM_SLOTS - 1:
+        if stacks == 1:  # the round is over
             final = next(stack for stack in board if stack)
             points = round_points(strength(final))
             score = (self._score[0] + points["R"], self._score[1] + points["B"])
-            return State._make(board, other(mover), score, self.target, self.starter)
+            return _make(board, _OTHER[mover], score, self.target, self.starter, ())
+        # the legal moves are known here for little more than the cost of the list
+        legal = tuple([s for s in _SLOTS if "W" in board[s]])
         to_move = mover if extra_turn else _OTHER[mover]
-        return State._make(board, to_move, self._score, self.target, self.starter)
+        return _make(board, to_move, self._score, self.target, self.starter, legal)
 
     def _illegal_message(self, slot: object, legal: tuple[int, ...]) -> str:
         allowed = ", ".join(map(str, legal))
@@ -434,7 +433,7 @@ class State:
             )
         first = next_starter(self.score, self.starter)
         board = _layout(layout)
-        return State._make(board, first, self._score, self.target, first)
+        return _make(board, first, self._score, self.target, first)
 
 
 _LAYOUT_SET = frozenset(LAYOUTS)
@@ -444,3 +443,29 @@ _SET_BOARD, _SET_TO_MOVE, _SET_TARGET, _SET_STARTER, _SET_SCORE, _SET_HASH, _SET
     State.__dict__[name].__set__
     for name in ("board", "to_move", "target", "starter", "_score", "_hash", "_legal")
 )
+
+
+def _make(
+    board: Board,
+    to_move: Color,
+    score: tuple[int, int],
+    target: int,
+    starter: Color,
+    legal: tuple[int, ...] | None = None,
+) -> State:
+    """A state from values already known to be valid: the fast path of :meth:`State.play`.
+
+    ``legal``, when given, must be the board's legal moves (None: computed when first asked).
+    """
+    state = _new(State)
+    _SET_BOARD(state, board)
+    _SET_TO_MOVE(state, to_move)
+    _SET_TARGET(state, target)
+    _SET_STARTER(state, starter)
+    _SET_SCORE(state, score)
+    _SET_HASH(state, None)
+    _SET_LEGAL(state, legal)
+    return state
+
+
+_new = object.__new__
