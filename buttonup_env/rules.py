@@ -154,11 +154,13 @@ def _sow(board: Board, slot: int) -> tuple[Board, bool, int]:
 
 def strength(stack: str) -> dict[Color, int]:
     """Each player's strength in a final stack: the sum of their buttons' heights (bottom = 1)."""
-    result: dict[Color, int] = {"R": 0, "B": 0}
+    red = black = 0
     for height, button in enumerate(stack, start=1):
-        if button != "W":
-            result[button] += height  # type: ignore[index]
-    return result
+        if button == "R":
+            red += height
+        elif button == "B":
+            black += height
+    return {"R": red, "B": black}
 
 
 def round_points(strengths: Mapping[Color, int]) -> dict[Color, int]:
@@ -349,7 +351,7 @@ class State:
                 f"the round is not over ({self.stacks} stacks remain on {self.notation!r}); "
                 "strength and points exist only once one stack remains"
             )
-        return next(stack for stack in self.board if stack)
+        return "".join(self.board)  # every other slot is empty
 
     @property
     def strength(self) -> dict[Color, int]:
@@ -395,8 +397,7 @@ class State:
         board, extra_turn, stacks = _sow(self.board, slot)
         mover = self.to_move
         if stacks == 1:  # the round is over
-            final = next(stack for stack in board if stack)
-            points = round_points(strength(final))
+            points = round_points(strength("".join(board)))  # the one stack left
             score = (self._score[0] + points["R"], self._score[1] + points["B"])
             return _make(board, _OTHER[mover], score, self.target, self.starter, ())
         # the legal moves are known here for little more than the cost of the list
