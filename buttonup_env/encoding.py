@@ -46,7 +46,7 @@ BOARD_FEATURES = NUM_SLOTS * STACK_FEATURES  # 243
 
 _PLANES: dict[Color, dict[str, np.ndarray]] = {"R": {}, "B": {}}
 _PLANE_BYTES: dict[Color, dict[str, bytes]] = {"R": {}, "B": {}}
-_SCORES = struct.Struct("<3f")
+_SCORES = struct.Struct("=3f")  # native float32, like the plane bytes
 
 
 def stack_planes(stack: str, own: Color) -> np.ndarray:
@@ -59,7 +59,7 @@ def stack_planes(stack: str, own: Color) -> np.ndarray:
             planes[CHANNELS * height + channel[button]] = 1.0  # type: ignore[index]
         planes.flags.writeable = False
         _PLANES[own][stack] = planes
-        _PLANE_BYTES[own][stack] = planes.astype("<f4").tobytes()
+        _PLANE_BYTES[own][stack] = planes.tobytes()
     return planes
 
 
@@ -113,17 +113,16 @@ class SlotEncoding:
         scores = _SCORE_BYTES.get(key)
         if scores is None:
             scores = _SCORE_BYTES[key] = _score_bytes(*key)
-        return np.frombuffer(bytearray(planes + scores), _FLOAT32)
+        return np.frombuffer(bytearray(planes + scores), np.float32)
 
 
 def _score_bytes(score: tuple[int, int], target: int, own: Color) -> bytes:
-    """Features 243-245 of the ``slots`` encoding as little-endian float32 bytes."""
+    """Features 243-245 of the ``slots`` encoding as float32 bytes."""
     own_score, other_score = score if own == "R" else score[::-1]
     return _SCORES.pack(min(own_score / target, 1.0), min(other_score / target, 1.0), 1.0 / target)
 
 
 _SCORE_BYTES: dict[tuple[tuple[int, int], int, Color], bytes] = {}
-_FLOAT32 = np.dtype("<f4")
 
 
 MAX_LEGAL = 3
@@ -157,7 +156,7 @@ class RingEncoding:
             starts = []  # the round is over: nothing can be lifted
         views = [b"".join(ring[p:] + ring[:p]) + padding for p in starts]
         views.extend([_ZERO_VIEW] * (MAX_LEGAL - len(views)))
-        return np.frombuffer(bytearray(b"".join(views)), dtype="<f4").astype(np.float32, copy=False)
+        return np.frombuffer(bytearray(b"".join(views)), np.float32)
 
     def mask(self, state: State) -> np.ndarray:
         """Boolean mask over the three actions: True for each legal move."""
@@ -209,7 +208,7 @@ class AfterstateEncoding(RingEncoding):
                 + _FLAGS.pack(float(extra_turn and not over), float(over))
             )
         views.extend([_ZERO_AFTER_VIEW] * (MAX_LEGAL - len(views)))
-        return np.frombuffer(bytearray(b"".join(views)), dtype="<f4").astype(np.float32, copy=False)
+        return np.frombuffer(bytearray(b"".join(views)), np.float32)
 
 
 _ZERO_AFTER_VIEW = bytes(AfterstateEncoding.view_size * 4)
