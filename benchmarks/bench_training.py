@@ -50,8 +50,8 @@ def cartpole(config: TrainConfig, steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=65_536)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=65_536, help="steps per side and repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats (medians are reported)")
     args = parser.parse_args()
     config = resolve(TrainConfig())
     th.set_num_threads(config.threads)

@@ -327,8 +327,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self._last_move = slot
         self.state = state._successor(slot)
         reward, info = self._advance()
-        obs = self.encoding.encode(self.state, self.agent_color)
-        return obs, reward, self._done, False, self._info(info)
+        return self._obs(), reward, self._done, False, self._info(info)
 
     def render(self) -> str | np.ndarray | None:  # type: ignore[override]
         """Text (``ansi``) or a picture (``rgb_array``) of the position; None without a mode."""

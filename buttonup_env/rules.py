@@ -131,7 +131,7 @@ def sow(board: Board, slot: int) -> tuple[Board, bool]:
 
 
 def _sow(board: Board, slot: int) -> tuple[Board, bool, int]:
-    """:func:`sow`, plus the number of stacks left (every other stack receives a button)."""
+    """:func:`sow`, plus how many stacks are left (the lifted slot empties, no slot fills)."""
     stack = board[slot]
     targets = [s for s in _CLOCKWISE[slot] if board[s]]
     k, m = len(stack), len(targets)
@@ -150,6 +150,11 @@ def _sow(board: Board, slot: int) -> tuple[Board, bool, int]:
         new[target] += button
     new[targets[m - 1]] += stack[m - 1 :]
     return tuple(new), False, m
+
+
+def _white_slots(board: Board) -> tuple[int, ...]:
+    """The slots whose stack holds a white button, in increasing order."""
+    return tuple([slot for slot in _SLOTS if "W" in board[slot]])
 
 
 def strength(stack: str) -> dict[Color, int]:
@@ -371,7 +376,7 @@ class State:
             if board.count("") == NUM_SLOTS - 1:
                 legal = ()
             else:
-                legal = tuple([slot for slot in range(NUM_SLOTS) if "W" in board[slot]])
+                legal = _white_slots(board)
             object.__setattr__(self, "_legal", legal)
         return legal
 
@@ -400,10 +405,9 @@ class State:
             points = round_points(strength("".join(board)))  # the one stack left
             score = (self._score[0] + points["R"], self._score[1] + points["B"])
             return _make(board, _OTHER[mover], score, self.target, self.starter, ())
-        # the legal moves are known here for little more than the cost of the list
-        legal = tuple([s for s in _SLOTS if "W" in board[s]])
+        # handing the legal moves over now saves legal_moves() a second look at the board
         to_move = mover if extra_turn else _OTHER[mover]
-        return _make(board, to_move, self._score, self.target, self.starter, legal)
+        return _make(board, to_move, self._score, self.target, self.starter, _white_slots(board))
 
     def _illegal_message(self, slot: object, legal: tuple[int, ...]) -> str:
         allowed = ", ".join(map(str, legal))
