@@ -135,6 +135,8 @@ def export_onnx(
 ) -> Path:
     """Write ``policy``'s actor to ``path`` (atomically: a partial file never appears)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder; give the path of the .onnx file to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     model = actor_to_onnx(policy, metadata)
     tmp = path.with_name(path.name + ".tmp")

@@ -177,8 +177,8 @@ def load_policy(
         if not trusted:
             raise ValueError(
                 f"{path} is a Stable-Baselines3 .zip: loading it unpickles code that can do "
-                "anything. Export it to ONNX (training/export.py), or pass trusted=True if you "
-                "made this file yourself"
+                "anything. Export it to ONNX (training/export.py), or, if you made this file "
+                "yourself, pass trusted=True (--trusted in training/evaluate.py)"
             )
         try:
             from sb3_contrib import MaskablePPO

@@ -212,6 +212,15 @@ def test_export_refuses_a_policy_it_cannot_write(tmp_path: Path) -> None:
     assert not (tmp_path / "x.onnx").exists()
 
 
+def test_export_refuses_a_folder_as_the_file_to_write(
+    exported: Callable[[str], tuple[MaskablePPO, Path]], tmp_path: Path
+) -> None:
+    model, _ = exported("ring-fresh")
+    with pytest.raises(ValueError, match="is a folder"):
+        export_onnx(model.policy, tmp_path)
+    assert list(tmp_path.parent.glob(f"{tmp_path.name}*")) == [tmp_path]  # no stray .tmp file
+
+
 def test_load_policy_needs_no_torch(exported: Callable[[str], tuple[MaskablePPO, Path]]) -> None:
     names = ["afterstates-trained", "ring-trained", "slots-trained"]
     paths = [str(exported(name)[1]) for name in names]

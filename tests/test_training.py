@@ -313,6 +313,17 @@ def taken_name(runs: Path) -> list[str | Path]:
     return [*TINY, "--runs-dir", runs, "--run-name", "taken"]
 
 
+def broken_run(runs: Path, config: str, state: str | None) -> list[str | Path]:
+    """A run folder (beside ``runs``) with a checkpoint file but a bad config or no state."""
+    folder = runs.parent / "broken"
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "config.json").write_text(config)
+    (folder / "checkpoints" / "latest.zip").write_bytes(b"")
+    if state is not None:
+        (folder / "checkpoints" / "latest.json").write_text(state)
+    return ["--resume", folder]
+
+
 BAD_TRAIN_ARGS = {
     "no steps": (lambda runs: [*TINY, "--total-steps", "0", "--runs-dir", runs], "--total-steps"),
     "no envs": (lambda runs: [*TINY, "--n-envs", "0", "--runs-dir", runs], "--n-envs"),
@@ -329,7 +340,17 @@ BAD_TRAIN_ARGS = {
         lambda runs: [*TINY, "--batch-size", "100000", "--runs-dir", runs],
         "--batch-size",
     ),
+    "infinite learning rate": (
+        lambda runs: [*TINY, "--learning-rate", "inf", "--runs-dir", runs],
+        "--learning-rate must be > 0 and finite",
+    ),
     "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
+    "resume without its state": (lambda runs: broken_run(runs, "{}", None), "latest.json"),
+    "resume a damaged config": (lambda runs: broken_run(runs, "{}", "{}"), "damaged"),
+    "resume a config that is not JSON": (
+        lambda runs: broken_run(runs, "not json", "{}"),
+        "damaged",
+    ),
     "resume without checkpoint": (no_checkpoint, "no checkpoint"),
     "existing run name": (taken_name, "exists"),
 }
@@ -442,6 +463,17 @@ def test_export_refuses_negative_match_counts(
     assert "--random-matches must be >= 0" in one_error_line(done)
 
 
+@pytest.mark.parametrize("out", ["folder", "policy.txt"])
+def test_export_refuses_an_out_that_is_not_an_onnx_file(
+    out: str, tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    (tmp_path / "folder").mkdir()
+    done = run(EXPORT, tiny_run[0], "--out", tmp_path / out)
+    assert done.returncode == 2
+    assert "give the .onnx file to write" in one_error_line(done)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]  # nothing written
+
+
 # --- training/evaluate.py ---------------------------------------------------------------------
 
 SUMMARY = re.compile(
@@ -521,6 +553,11 @@ BAD_EVALUATE_ARGS = {
         "'nosuchbot'",
     ),
     "untrusted zip": (untrusted_checkpoint, "trusted"),
+    "negative seed": (lambda _: ["--model", "random", "--seed", "-1"], "--seed must be"),
+    "json into a folder": (
+        lambda tmp_path: ["--model", "random", "--json", str(tmp_path)],
+        "is a folder",
+    ),
 }
 
 

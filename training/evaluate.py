@@ -99,9 +99,13 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--matches must be >= 1, got {args.matches}")
         if args.target < 1:
             raise ValueError(f"--target must be >= 1, got {args.target}")
+        if args.seed < 0:
+            raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
         for option, path in (("--json", args.json), ("--record", args.record)):
             if path is not None and not path.parent.is_dir():
                 raise ValueError(f"{option} {path}: the folder {path.parent} does not exist")
+            if path is not None and path.is_dir():
+                raise ValueError(f"{option} {path} is a folder; give the file to write")
         model = make_player(args.model, args.trusted)
         if args.opponent == BEST_RESPONSE:
             return best_response(args, model)

@@ -137,6 +137,8 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"{args.run} is not a run folder (no config.json)")
     if not checkpoint.is_file():
         fail(f"{checkpoint} does not exist (run still starting?)")
+    if args.out is not None and (args.out.is_dir() or args.out.suffix != ".onnx"):
+        fail(f"--out {args.out}: give the .onnx file to write (its card goes beside it as .json)")
     for name in ("random_matches", "perfect_matches"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be >= 0")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import sys
@@ -50,12 +51,12 @@ from buttonup_env.wrappers import RingObservation
 
 @dataclass
 class TrainConfig:
-    """Self-play MaskablePPO on ButtonUp-v0 (ring encoding, one round per episode)."""
+    """Self-play MaskablePPO on ButtonUp-v0 (afterstates encoding, one round per episode)."""
 
     preset: Literal["full", "quick", "smoke"] = "full"
     """full: the shipped agent's run; quick: a few minutes; smoke: seconds, for tests. A preset
-    sets total_steps, eval/snapshot/checkpoint intervals and eval sizes; flags given after it
-    override those."""
+    sets total_steps, eval/snapshot/checkpoint intervals and eval sizes; any of those flags
+    given on the command line (before or after --preset) overrides the preset's value."""
     total_steps: int | None = None
     """Environment steps (agent decisions) to train for (default: from the preset)."""
     seed: int = 0
@@ -167,12 +168,12 @@ def resolve(config: TrainConfig) -> TrainConfig:
     if not config.hidden or min(config.hidden) < 1:
         raise ValueError(f"--hidden needs one or more sizes >= 1, got {config.hidden}")
     ranges = [
-        ("learning_rate", config.learning_rate > 0, "> 0"),
+        ("learning_rate", 0 < config.learning_rate < math.inf, "> 0 and finite"),
         ("gamma", 0 < config.gamma <= 1, "in (0, 1]"),
         ("gae_lambda", 0 <= config.gae_lambda <= 1, "in [0, 1]"),
-        ("clip_range", config.clip_range > 0, "> 0"),
-        ("ent_coef_start", config.ent_coef_start >= 0, ">= 0"),
-        ("ent_coef_end", config.ent_coef_end >= 0, ">= 0"),
+        ("clip_range", 0 < config.clip_range < math.inf, "> 0 and finite"),
+        ("ent_coef_start", 0 <= config.ent_coef_start < math.inf, ">= 0 and finite"),
+        ("ent_coef_end", 0 <= config.ent_coef_end < math.inf, ">= 0 and finite"),
     ]
     for name, ok, allowed in ranges:
         if not ok:
@@ -393,7 +394,7 @@ def config_from_json(data: dict) -> TrainConfig:
 
 
 def train(config: TrainConfig, argv: list[str]) -> Path:
-    """Run (or resume) a training; return the run folder."""
+    """Run (or resume) a training; return the run folder. A new run's ``config`` is resolved."""
     if config.resume is not None:
         run_dir = config.resume
         if not (run_dir / "config.json").is_file():
@@ -401,10 +402,15 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         checkpoint = run_dir / "checkpoints" / "latest.zip"
         if not checkpoint.is_file():
             fail(f"--resume {run_dir}: no checkpoint yet ({checkpoint})")
-        config = config_from_json(json.loads((run_dir / "config.json").read_text()))
-        state = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
+        state_file = run_dir / "checkpoints" / "latest.json"
+        if not state_file.is_file():
+            fail(f"--resume {run_dir}: {state_file} is missing (it is saved with the checkpoint)")
+        try:
+            config = config_from_json(json.loads((run_dir / "config.json").read_text()))
+            state = json.loads(state_file.read_text())
+        except (ValueError, KeyError, TypeError) as error:
+            fail(f"--resume {run_dir}: its config.json or latest.json is damaged ({error!r})")
     else:
-        config = resolve(config)
         name = config.run_name or f"{config.preset}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_dir = config.runs_dir / name
         if run_dir.exists():
@@ -494,10 +500,12 @@ def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     config = tyro.cli(TrainConfig, args=argv, description=__doc__)
-    try:
-        train(config, argv)
-    except ValueError as error:
-        fail(str(error))
+    if config.resume is None:
+        try:
+            config = resolve(config)
+        except ValueError as error:  # only the arguments' errors: training's own propagate
+            fail(str(error))
+    train(config, argv)
 
 
 if __name__ == "__main__":
