@@ -115,8 +115,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     ``info`` after :meth:`reset` and :meth:`step`:
 
     * ``action_mask`` (``int8``, 9): 1 on the legal slots. At the end of an episode, where no
-      move exists, it is all ones (as in pgx), so masked sampling never fails; the action is
-      not played.
+      move exists, it is all ones (as in pgx), so masked sampling never fails; call
+      ``reset()`` before the next ``step()`` (stepping a finished episode raises RuntimeError).
     * ``state``: the :class:`~buttonup_env.rules.State` (position, score, target).
     * ``agent_color``: ``"R"`` or ``"B"``.
     * ``opponent_moves``: the slots the opponent lifted during this step, in order.
