@@ -3,10 +3,9 @@ inside a training env."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -28,16 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DRAWS = 3000
 TOLERANCE = 0.03  # about four standard deviations of a frequency over 3000 draws
 BOT_NAMES = ("perfect", "greedy", "random")
-
-
-def load_train_script() -> ModuleType:
-    """``training/train.py`` as a module (it is a script, not part of the package)."""
-    spec = importlib.util.spec_from_file_location("buttonup_train", ROOT / "training" / "train.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -305,9 +294,9 @@ def test_every_drawn_opponent_plays_legal_moves(
 
 
 def test_a_training_env_plays_episodes_with_the_pool(
-    tmp_path: Path, snapshot_files: tuple[Path, Path]
+    tmp_path: Path, snapshot_files: tuple[Path, Path], training_script: Callable[[str], ModuleType]
 ) -> None:
-    train = load_train_script()
+    train = training_script("train")
     folder = tmp_path / "snapshots"
     fill(folder, list(snapshot_files), [1, 2])
     even = OpponentMix(snapshots=1, perfect=1, greedy=1, random=1, newest=0.5)

@@ -9,6 +9,9 @@ checkpoints (``checkpoints/latest.zip``, every ``checkpoint_every`` steps and on
 the opponent snapshots (``snapshots/``), the periodic evaluations (``eval.jsonl``), and at the
 end the exported policies ``final.onnx`` and ``best.onnx`` with their cards.
 
+Ctrl-C (or kill) lets the update, evaluation or checkpoint under way finish, saves a checkpoint
+and exits with 130; ``--resume`` continues from there. A second Ctrl-C stops at once.
+
 What the agent learns from: the round margin (own strength minus the opponent's, divided by 18)
 at the end of each one-round episode. The exact solver never enters the loss or the reward; it
 only judges (the regret figures, and which snapshot is kept as ``best``).
@@ -17,6 +20,7 @@ only judges (the regret figures, and which snapshot is kept as ``best``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -25,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
 import gymnasium as gym
 import torch as th
@@ -105,7 +109,7 @@ class TrainConfig:
     eval_matches: int | None = None
     """Matches against each bot in a periodic evaluation."""
     checkpoint_every: int | None = None
-    """Steps between checkpoints (one is also written on Ctrl-C and at the end)."""
+    """Steps between checkpoints (one is also written on Ctrl-C or kill, and at the end)."""
     final_eval_matches: int | None = None
     """Matches against the random bot after training."""
     threads: int = 2
@@ -196,14 +200,24 @@ def make_env(snapshot_dir: Path, mix: OpponentMix, encoding: str) -> gym.Env:
     return RingObservation(env, encoding=encoding)
 
 
+def make_worker_env(snapshot_dir: Path, mix: OpponentMix, encoding: str) -> gym.Env:
+    """``make_env`` in a SubprocVecEnv worker. Ctrl-C in a terminal reaches the whole process
+    group; the workers ignore it and leave the stopping to the main process (``StopRequest``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return make_env(snapshot_dir, mix, encoding)
+
+
 def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) -> VecEnv:
     """``n_envs`` training envs (seeded with ``seed``, default the config's)."""
-    snapshot_dir = run_dir / "snapshots"
-    fns = [
-        lambda: make_env(snapshot_dir, config.opponents, config.encoding)
-        for _ in range(config.n_envs)
-    ]
-    venv = SubprocVecEnv(fns) if config.vec_env == "subproc" else DummyVecEnv(fns)
+    subproc = config.vec_env == "subproc"
+    make = functools.partial(
+        make_worker_env if subproc else make_env,
+        run_dir / "snapshots",
+        config.opponents,
+        config.encoding,
+    )
+    fns = [make] * config.n_envs
+    venv = SubprocVecEnv(fns) if subproc else DummyVecEnv(fns)
     venv.seed(config.seed if seed is None else seed)
     return venv
 
@@ -253,11 +267,14 @@ class EntropySchedule(BaseCallback):
 class Periodic(BaseCallback):
     """Snapshots, evaluations and checkpoints at fixed step intervals."""
 
-    def __init__(self, config: TrainConfig, run_dir: Path, state: dict) -> None:
+    def __init__(
+        self, config: TrainConfig, run_dir: Path, state: dict, stop: StopRequest | None = None
+    ) -> None:
         super().__init__()
         self.config = config
         self.run_dir = run_dir
         self.state = state  # persisted in checkpoints/latest.json
+        self.stop = stop or StopRequest()
         self.bar: tqdm | None = None
 
     @property
@@ -296,8 +313,8 @@ class Periodic(BaseCallback):
     def _on_step(self) -> bool:
         if self.bar is not None:
             self.bar.update(self.steps - self.bar.n)
-        # stop exactly at the budget (SB3 would finish the rollout under way)
-        return self.steps < self.config.total_steps
+        # stop exactly at the budget (SB3 would finish the rollout under way), or when asked
+        return self.steps < self.config.total_steps and not self.stop.requested
 
     def _on_training_end(self) -> None:
         if self.bar is not None:
@@ -342,6 +359,41 @@ class Periodic(BaseCallback):
             f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
         (self.bar.write if self.bar is not None else print)(message)
+
+
+class StopRequest:
+    """Ctrl-C and ``kill`` (SIGTERM) during training, inside a ``with`` block.
+
+    The first signal only asks the run to stop: the update, evaluation or checkpoint under way
+    finishes, and training stops at the next environment step (``Periodic`` asks), so the
+    checkpoint written then holds whole updates and the evaluation log has no gap. A second
+    signal stops at once (``KeyboardInterrupt``). The previous handlers come back on exit.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopRequest:
+        for signum in self.SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        # a raw write: print() here could re-enter a buffered write that the signal interrupted
+        os.write(
+            sys.stderr.fileno(),
+            b"\nstopping once the work under way is saved (press Ctrl-C again to stop at once)\n",
+        )
 
 
 class Clock(BaseCallback):
@@ -432,33 +484,41 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
     else:
         model = make_model(config, venv, tensorboard_log=run_dir / "tb")
         print(f"training in {run_dir} for {config.total_steps:,} steps")
-    periodic = Periodic(config, run_dir, state)
+    stop = StopRequest()
+    periodic = Periodic(config, run_dir, state, stop)
     callbacks = CallbackList([Clock(state), EntropySchedule(config), periodic])
     remaining = config.total_steps - model.num_timesteps
-    interrupted = False
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # treat kill like Ctrl-C
     try:
-        if remaining > 0:
-            model.learn(remaining, callback=callbacks, reset_num_timesteps=False, tb_log_name="ppo")
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        save_checkpoint(model, run_dir, state)
-        venv.close()
-    if not interrupted and state.get("last_eval_steps") != model.num_timesteps:
-        periodic.evaluate()  # the learning curve ends where training did
-        model.logger.dump(model.num_timesteps)
-        save_checkpoint(model, run_dir, state)
-    if interrupted:
-        print(
-            f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
-            f"  python training/train.py --resume {run_dir}"
-        )
-        raise SystemExit(130)
-    finish(model, config, run_dir, state)
+        with stop:  # Ctrl-C: stop at the next step, after the evaluation or checkpoint under way
+            try:
+                if remaining > 0:
+                    model.learn(
+                        remaining, callback=callbacks, reset_num_timesteps=False, tb_log_name="ppo"
+                    )
+            finally:
+                save_checkpoint(model, run_dir, state)
+                venv.close()
+            if stop.requested or model.num_timesteps < config.total_steps:
+                stopped(model, run_dir)
+            if state.get("last_eval_steps") != model.num_timesteps:
+                periodic.evaluate()  # the learning curve ends where training did
+                model.logger.dump(model.num_timesteps)
+                save_checkpoint(model, run_dir, state)
+            if stop.requested:
+                stopped(model, run_dir)
+        finish(model, config, run_dir, state)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one during the export: --resume redoes it
+        stopped(model, run_dir)
     return run_dir
+
+
+def stopped(model: MaskablePPO, run_dir: Path) -> NoReturn:
+    """Leave an interrupted run: say how to continue it, exit with 130 (as after Ctrl-C)."""
+    print(
+        f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
+        f"  python training/train.py --resume {run_dir}"
+    )
+    raise SystemExit(130)
 
 
 def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) -> None:
