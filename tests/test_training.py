@@ -204,10 +204,10 @@ def test_the_card_command_reproduces_the_card_figures(
 
 def interrupt_training(
     run_dir: Path, *extra: str, signum: int = signal.SIGINT, whole_group: bool = False
-) -> tuple[int, str]:
+) -> int:
     """Start a tiny training into ``run_dir``, send ``signum`` once its first checkpoint is
     written (to the process, or to its whole process group as a terminal's Ctrl-C does), check
-    that it stopped cleanly and return the steps it stopped at and its stdout."""
+    that it stopped cleanly and return the step it stopped at."""
     args = [
         *TINY,
         "--total-steps", "2048",
@@ -257,14 +257,14 @@ def interrupt_training(
     assert latest["steps"] == steps
     assert not (run_dir / "final.onnx").exists()
     assert all(row["steps"] <= steps for row in eval_rows(run_dir))
-    return steps, out
+    return steps
 
 
 @pytest.mark.slow
 def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     total = 2048
     run_dir = tmp_path / "runs" / "stop"
-    steps, _ = interrupt_training(run_dir)
+    steps = interrupt_training(run_dir)
     latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
     rows_before = eval_rows(run_dir)
 
@@ -299,7 +299,7 @@ def test_ctrl_c_in_a_terminal_stops_a_run_with_worker_processes(tmp_path: Path) 
     """The terminal sends SIGINT to every process of the command: the env workers of
     ``--vec-env subproc`` must leave the stopping to the main process, not die mid-step."""
     run_dir = tmp_path / "runs" / "group"
-    steps, _ = interrupt_training(run_dir, "--vec-env", "subproc", whole_group=True)
+    steps = interrupt_training(run_dir, "--vec-env", "subproc", whole_group=True)
     done = run(TRAIN, "--resume", run_dir)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resuming {run_dir} at step {steps:,}" in done.stdout
