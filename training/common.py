@@ -68,12 +68,17 @@ def write_card(
     return path
 
 
+def read_eval_rows(eval_file: Path) -> list[dict[str, Any]]:
+    """The periodic evaluations that training appends to ``eval.jsonl``, one JSON row a line."""
+    return [json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()]
+
+
 def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | None:
     """Draw win rates against the bots and regret against the solver over steps (PNG).
 
-    Reads the rows that training appends to ``eval.jsonl``; returns None when there are none.
+    Reads the rows of ``eval_file`` (:func:`read_eval_rows`); returns None when there are none.
     """
-    rows = [json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()]
+    rows = read_eval_rows(eval_file)
     if not rows:
         return None
     import matplotlib

@@ -24,7 +24,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fail, write_card
+from common import fail, read_eval_rows, write_card
 
 from buttonup_env.bots import PerfectBot, RandomBot
 from buttonup_env.evaluation import EvaluationResult, evaluate
@@ -160,9 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         training["run_minutes"] = round(latest.get("train_seconds", 0.0) / 60, 1)
     eval_file = args.run / "eval.jsonl"
     if eval_file.is_file():
-        training["periodic_evaluations"] = [
-            json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()
-        ]
+        training["periodic_evaluations"] = read_eval_rows(eval_file)
     out = args.out or args.run / f"{args.which}.onnx"
     export_with_card(
         model.policy,

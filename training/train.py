@@ -267,14 +267,12 @@ class EntropySchedule(BaseCallback):
 class Periodic(BaseCallback):
     """Snapshots, evaluations and checkpoints at fixed step intervals."""
 
-    def __init__(
-        self, config: TrainConfig, run_dir: Path, state: dict, stop: StopRequest | None = None
-    ) -> None:
+    def __init__(self, config: TrainConfig, run_dir: Path, state: dict, stop: StopRequest) -> None:
         super().__init__()
         self.config = config
         self.run_dir = run_dir
         self.state = state  # persisted in checkpoints/latest.json
-        self.stop = stop or StopRequest()
+        self.stop = stop
         self.bar: tqdm | None = None
 
     @property
