@@ -70,6 +70,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000, help="steps per env and repeat")
     parser.add_argument("--repeats", type=int, default=5, help="repeats (medians are reported)")
     args = parser.parse_args()
+    if min(args.steps, args.repeats) < 1:
+        parser.error(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")
     draws = np.random.default_rng(0).random(args.steps).tolist()
     rates: dict[str, list[float]] = {"ButtonUp-v0": [], "CartPole-v1": [], "connect_four_v3": []}
     ratios: list[float] = []

@@ -22,8 +22,10 @@ from buttonup_env.rules import LAYOUTS, State
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="repeats (medians are reported)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
     cold = []
     for _ in range(args.repeats):
         solver.clear_table()

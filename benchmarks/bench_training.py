@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=65_536, help="steps per side and repeat")
     parser.add_argument("--repeats", type=int, default=3, help="repeats (medians are reported)")
     args = parser.parse_args()
+    if min(args.steps, args.repeats) < 1:
+        parser.error(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")
     config = resolve(TrainConfig())
     th.set_num_threads(config.threads)
     ours, theirs, ratios = [], [], []

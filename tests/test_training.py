@@ -502,6 +502,65 @@ def test_export_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     assert "best.zip does not exist" in one_error_line(done)
 
 
+DAMAGE = {
+    "config": ("config.json", "not json", "config.json is damaged"),
+    "config not an object": ("config.json", "[1, 2]", "a JSON object was expected"),
+    "state": ("checkpoints/best.json", "{", "best.json is damaged"),
+    "periodic evaluations": ("eval.jsonl", '{"steps": 0}\n{"ste', "eval.jsonl is damaged"),
+    "checkpoint": ("checkpoints/best.zip", "not a zip", "cannot be loaded as a checkpoint"),
+}
+
+
+def damaged_copy(run_dir: Path, where: Path, name: str) -> Path:
+    """A copy of ``run_dir`` in ``where`` with the file ``DAMAGE[name]`` names overwritten."""
+    copy = where / "damaged"
+    shutil.copytree(run_dir, copy)
+    relative, text, _ = DAMAGE[name]
+    (copy / relative).write_text(text)
+    return copy
+
+
+@pytest.mark.parametrize("name", DAMAGE)
+def test_export_refuses_a_damaged_run_in_one_line(
+    name: str, tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    copy = damaged_copy(tiny_run[0], tmp_path, name)
+    out = tmp_path / "agent.onnx"
+    done = run(EXPORT, copy, "--out", out, "--random-matches", 0, "--perfect-matches", 0)
+    assert done.returncode == 2
+    assert DAMAGE[name][2] in one_error_line(done)
+    assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+def test_resume_refuses_a_damaged_checkpoint_in_one_line(
+    tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    copy = damaged_copy(tiny_run[0], tmp_path, "checkpoint")
+    (copy / "checkpoints" / "latest.zip").write_bytes(b"not a zip")
+    done = run(TRAIN, "--resume", copy)
+    assert done.returncode == 2
+    assert "latest.zip cannot be loaded as a checkpoint" in one_error_line(done)
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "message"),
+    [
+        ("benchmarks/bench_env.py", ["--repeats", "0"], "--steps and --repeats must be >= 1"),
+        ("benchmarks/bench_training.py", ["--steps", "-1"], "--steps and --repeats must be >= 1"),
+        ("benchmarks/bench_solver.py", ["--repeats", "0"], "--repeats must be >= 1"),
+        ("training/experiments/sweep.py", ["--minutes", "0"], "--minutes must be > 0"),
+        ("training/experiments/sweep.py", ["--opponents", "perfect+randm"], "['randm']"),
+    ],
+    ids=["bench_env", "bench_training", "bench_solver", "sweep minutes", "sweep opponents"],
+)
+def test_benchmark_and_experiment_scripts_refuse_bad_arguments(
+    script: str, args: list[str], message: str
+) -> None:
+    done = run(ROOT / script, *args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr.splitlines()[-1]  # argparse: the usage, then one error line
+
+
 def test_export_refuses_negative_match_counts(
     tiny_run: tuple[Path, subprocess.CompletedProcess],
 ) -> None:

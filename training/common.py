@@ -21,6 +21,32 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON file of a run folder (one object); a damaged one ends the script with one
+    error line."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        fail(f"{path} is damaged ({error})")
+    if not isinstance(data, dict):
+        fail(f"{path} is damaged (a JSON object was expected, not {type(data).__name__})")
+    return data
+
+
+def load_checkpoint(path: Path, **kwargs: Any) -> Any:
+    """A MaskablePPO checkpoint (``.zip``) written by training/train.py, on the CPU.
+
+    It unpickles Python code: load only runs you made. A damaged file ends the script with
+    one error line. ``kwargs`` go to ``MaskablePPO.load`` (``env=`` to go on training).
+    """
+    from sb3_contrib import MaskablePPO
+
+    try:
+        return MaskablePPO.load(path, device="cpu", **kwargs)
+    except (OSError, ValueError, EOFError) as error:
+        fail(f"{path} cannot be loaded as a checkpoint ({error})")
+
+
 def code_version() -> str:
     """The package version and the git commit (with ``+dirty`` when files were changed)."""
     try:

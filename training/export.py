@@ -14,7 +14,6 @@ This loads the run's SB3 checkpoint, which unpickles Python code: export only ru
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fail, read_eval_rows, write_card
+from common import fail, load_checkpoint, read_eval_rows, read_json, write_card
 
 from buttonup_env.bots import PerfectBot, RandomBot
 from buttonup_env.evaluation import EvaluationResult, evaluate
@@ -142,12 +141,10 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("random_matches", "perfect_matches"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be >= 0")
-    from sb3_contrib import MaskablePPO
-
-    model = MaskablePPO.load(checkpoint, device="cpu")
-    config = json.loads((args.run / "config.json").read_text())
+    config = read_json(args.run / "config.json")
     state_file = args.run / "checkpoints" / f"{args.which}.json"
-    state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+    state = read_json(state_file) if state_file.is_file() else {}
+    model = load_checkpoint(checkpoint)
     training = {
         "checkpoint": args.which,
         "steps": model.num_timesteps,
@@ -155,12 +152,15 @@ def main(argv: list[str] | None = None) -> None:
     }
     latest_file = args.run / "checkpoints" / "latest.json"
     if latest_file.is_file():  # the whole run, of which this checkpoint is a point
-        latest = json.loads(latest_file.read_text())
+        latest = read_json(latest_file)
         training["run_steps"] = latest.get("steps")
         training["run_minutes"] = round(latest.get("train_seconds", 0.0) / 60, 1)
     eval_file = args.run / "eval.jsonl"
     if eval_file.is_file():
-        training["periodic_evaluations"] = read_eval_rows(eval_file)
+        try:
+            training["periodic_evaluations"] = read_eval_rows(eval_file)
+        except ValueError as error:
+            fail(f"{eval_file} is damaged ({error})")
     out = args.out or args.run / f"{args.which}.onnx"
     export_with_card(
         model.policy,

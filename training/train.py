@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import code_version, fail, plot_learning_curve
+from common import code_version, fail, load_checkpoint, plot_learning_curve, read_json
 from export import export_with_card
 
 from buttonup_env.bots import BOTS
@@ -455,11 +455,11 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         state_file = run_dir / "checkpoints" / "latest.json"
         if not state_file.is_file():
             fail(f"--resume {run_dir}: {state_file} is missing (it is saved with the checkpoint)")
+        saved, state = read_json(run_dir / "config.json"), read_json(state_file)
         try:
-            config = config_from_json(json.loads((run_dir / "config.json").read_text()))
-            state = json.loads(state_file.read_text())
+            config = config_from_json(saved)
         except (ValueError, KeyError, TypeError) as error:
-            fail(f"--resume {run_dir}: its config.json or latest.json is damaged ({error!r})")
+            fail(f"--resume {run_dir}: its config.json is damaged ({error!r})")
     else:
         name = config.run_name or f"{config.preset}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_dir = config.runs_dir / name
@@ -477,7 +477,7 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
     # a resumed run must not replay the layouts of its start: offset the seed by the steps done
     venv = make_vec_env(config, run_dir, config.seed + int(state.get("steps", 0)))
     if checkpoint is not None:
-        model = MaskablePPO.load(checkpoint, env=venv, device="cpu")
+        model = load_checkpoint(checkpoint, env=venv)
         print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
     else:
         model = make_model(config, venv, tensorboard_log=run_dir / "tb")
@@ -521,7 +521,7 @@ def stopped(model: MaskablePPO, run_dir: Path) -> NoReturn:
 
 def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) -> None:
     """Export the final policy (and the best one) with cards; print the final evaluation."""
-    config_json = json.loads((run_dir / "config.json").read_text())
+    config_json = read_json(run_dir / "config.json")
     minutes = round(state.get("train_seconds", 0.0) / 60, 1)
     final = run_dir / "final.onnx"
     print(f"\nexporting {final}")
@@ -531,7 +531,7 @@ def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) 
     )
     best = run_dir / "checkpoints" / "best.zip"
     if best.is_file():
-        best_model = MaskablePPO.load(best, device="cpu")
+        best_model = load_checkpoint(best)
         training = {
             "checkpoint": "best",
             "steps": best_model.num_timesteps,

@@ -81,8 +81,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="save the model here (.zip)")
     args = p.parse_args()
-    th.set_num_threads(2)
     names = args.opponents.split("+")
+    unknown = sorted(set(names) - set(BOTS))
+    if unknown:
+        p.error(f"--opponents: unknown bot(s) {unknown}; choose from {sorted(BOTS)} joined by +")
+    if not args.minutes > 0:
+        p.error(f"--minutes must be > 0, got {args.minutes}")
+    th.set_num_threads(2)
 
     def make() -> gym.Env:
         env = gym.make("ButtonUp-v0", opponent=BotMix(names), episode="round", reward="round")
