@@ -29,7 +29,11 @@ __all__ = [
 __version__ = "0.1.0"
 
 if "ButtonUp-v0" not in registry:
-    register(id="ButtonUp-v0", entry_point="buttonup_env.env:ButtonUpEnv")
+    register(
+        id="ButtonUp-v0",
+        entry_point="buttonup_env.env:ButtonUpEnv",
+        vector_entry_point="buttonup_env.vector:ButtonUpVectorEnv",
+    )
 
 
 def load_policy(

@@ -50,8 +50,6 @@ class OpponentMix:
                 f"{self.snapshots}, perfect={self.perfect}, greedy={self.greedy}, "
                 f"random={self.random}"
             )
-        if sum(weights[1:]) <= 0:
-            raise ValueError("at least one bot (perfect, greedy, random) needs a positive weight")
         if not (math.isfinite(self.newest) and 0 <= self.newest <= 1):
             raise ValueError(f"newest must be a probability in [0, 1], got {self.newest}")
         if self.max_snapshots < 1:
@@ -85,27 +83,50 @@ class OpponentPool:
                 del self._loaded[stale]
         return self._snapshots
 
-    def _snapshot(self, path: Path) -> OnnxPolicy:
+    def snapshot_policy(self, path: Path) -> OnnxPolicy:
+        """The snapshot at ``path`` as a sampling player (loaded once, kept while in the pool)."""
         policy = self._loaded.get(path)
         if policy is None:
             policy = self._loaded[path] = OnnxPolicy(path, deterministic=False)
         return policy
 
-    def reset(self, rng: np.random.Generator) -> None:
-        """Draw the opponent of the next episode with ``rng``."""
+    KINDS = ("snapshots", "perfect", "greedy", "random")
+    """The kinds of opponent, in the order of :meth:`draw`'s ``kinds``."""
+
+    def draw(
+        self, rng: np.random.Generator, size: int
+    ) -> tuple[np.ndarray, np.ndarray, list[Path]]:
+        """Draw ``size`` opponents at once (the batched env draws one per new episode).
+
+        Returns ``kinds`` (indices into :attr:`KINDS`), ``which`` (for the snapshot kind, the
+        index of the snapshot in ``snapshots``) and ``snapshots``, the pool's files.
+        """
         snapshots = self.snapshots()
         mix = self.mix
-        names = ["snapshots", "perfect", "greedy", "random"]
         weights = np.array(
             [mix.snapshots if snapshots else 0.0, mix.perfect, mix.greedy, mix.random]
         )
-        name = names[int(rng.choice(4, p=weights / weights.sum()))]
+        if weights.sum() <= 0:
+            raise ValueError(
+                f"the opponent pool has no snapshot in {self.snapshot_dir} yet and every bot has "
+                "weight 0: pure self-play needs the learner's first snapshot before its first "
+                "episode (training/train.py writes it at step 0)"
+            )
+        kinds = rng.choice(len(self.KINDS), size=size, p=weights / weights.sum())
+        n = len(snapshots)
+        which = np.full(size, n - 1, dtype=np.int64)  # the newest ...
+        if n > 1:  # ... or, with probability 1 - newest, one of the older ones
+            older = rng.random(size) >= mix.newest
+            which[older] = rng.integers(n - 1, size=int(older.sum()))
+        return kinds, which, snapshots
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Draw the opponent of the next episode with ``rng``."""
+        kinds, which, snapshots = self.draw(rng, 1)
+        name = self.KINDS[int(kinds[0])]
         if name == "snapshots":
-            if len(snapshots) == 1 or rng.random() < mix.newest:
-                path = snapshots[-1]
-            else:
-                path = snapshots[int(rng.integers(len(snapshots) - 1))]
-            self.current = self._snapshot(path)
+            path = snapshots[int(which[0])]
+            self.current = self.snapshot_policy(path)
             self.current_name = path.stem
         else:
             self.current = self.bots[name]

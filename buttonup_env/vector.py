@@ -1,0 +1,566 @@
+"""``ButtonUpVectorEnv``: thousands of ButtonUp-v0 games stepped together with array operations.
+
+``gymnasium.make_vec("ButtonUp-v0", num_envs=N)`` returns it. Every board a game can reach is
+numbered once (:mod:`buttonup_env.tables`), so a step of the whole batch is a handful of numpy
+look-ups: the board after the move, the extra turn, the legal slots, the observation planes,
+and the opponents' choices (the exact solver's, the greedy bot's and the random bot's come
+from tables too; an ONNX policy is one batched inference call for all the envs it plays in).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from .encoding import MAX_LEGAL
+from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice
+from .rules import DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
+from .tables import RED, GameTables, game_tables
+
+COLORS = ("R", "B")
+ENCODING_SIZES = {"slots": 246, "ring": 729, "afterstates": 735}
+"""Observation sizes of the encodings (see :mod:`buttonup_env.encoding`)."""
+BOT_NAMES = ("random", "greedy", "perfect")
+
+
+# --- batched players -------------------------------------------------------------------------
+
+
+def _pick(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One True column of each row of ``mask``, uniformly at random."""
+    counts = mask.sum(axis=1)
+    k = np.minimum((rng.random(len(mask)) * counts).astype(np.int64), counts - 1)
+    return (mask.cumsum(axis=1) > k[:, None]).argmax(axis=1)
+
+
+class _Bot:
+    """A built-in bot for a batch: its candidate moves come from a table, ties at random."""
+
+    def __init__(self, name: str, tables: GameTables) -> None:
+        self.name = name
+        self.tables = tables
+        self.rng = np.random.default_rng()
+
+    def act(self, env: ButtonUpVectorEnv, idx: np.ndarray, mover: np.ndarray) -> np.ndarray:
+        t = self.tables
+        boards = env._board[idx]
+        if self.name == "random":
+            mask = t.legal[boards]
+        elif self.name == "greedy":
+            mask = t.greedy_moves[boards, mover]
+        else:
+            mask = t.perfect_moves[boards, mover]
+        return _pick(mask, self.rng)
+
+    def __repr__(self) -> str:
+        return f"{self.name} bot"
+
+
+class _Policy:
+    """An exported ONNX policy for a batch: one inference call for all the games it plays."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.encoding = policy.encoding.name
+        self.rng = np.random.default_rng()
+
+    def act(self, env: ButtonUpVectorEnv, idx: np.ndarray, mover: np.ndarray) -> np.ndarray:
+        boards = env._board[idx]
+        obs = env.encode(self.encoding, idx, mover)
+        logits = self.policy.logits(obs).astype(np.float64)
+        mask = env._mask(self.encoding, boards)
+        logits = np.where(mask, logits, -np.inf)
+        if not self.policy.deterministic:  # sample from the softmax (Gumbel-max)
+            logits = logits + self.rng.gumbel(size=logits.shape)
+        action = logits.argmax(axis=1)
+        if self.encoding == "slots":
+            return action
+        return env.tables.legal_slots[boards, action].astype(np.int64)
+
+    def __repr__(self) -> str:
+        return repr(self.policy)
+
+
+# --- the environment -------------------------------------------------------------------------
+
+
+class ButtonUpVectorEnv(gym.vector.VectorEnv):
+    """``num_envs`` games of ButtonUp-v0, stepped together with numpy array operations.
+
+    ## Description
+    The same game as :class:`~buttonup_env.env.ButtonUpEnv`, argument for argument: each of the
+    ``num_envs`` envs is one agent against an opponent inside the env, whose moves (extra
+    turns included) are played inside :meth:`step`. Nothing loops over the envs in Python: a
+    step is array look-ups in :class:`~buttonup_env.tables.GameTables`, where every board
+    the game can reach has a number.
+
+    ## Action Space
+    ``MultiDiscrete([9] * num_envs)``: the slot each env's agent lifts (with
+    ``encoding="ring"`` or ``"afterstates"``: ``MultiDiscrete([3] * num_envs)``, action ``a``
+    lifting the ``a``-th legal slot, as :class:`~buttonup_env.wrappers.RingObservation` does).
+    Actions must be an integer array of shape ``(num_envs,)``; values outside the action
+    range raise ``ValueError``; a legal-range value that is not a legal move is an illegal
+    action (see Rewards).
+
+    ## Observation Space
+    ``Box(0, 1, (num_envs, 246), float32)``: each row is exactly ButtonUp-v0's observation of
+    that env's position and score, from its agent's side. ``encoding="ring"`` (729) or
+    ``"afterstates"`` (735) give the view encodings of :mod:`buttonup_env.encoding` instead.
+
+    ## Starting State, Rewards, Episode End
+    As ButtonUp-v0: each env draws its agent's colour (unless ``agent_color``), the first
+    round's starter and every round's layout from the env's seeded generator; later rounds
+    follow the starting rule; rewards are ButtonUp-v0's for ``reward`` and ``episode``; an
+    illegal action ends that env's episode with -1 (``illegal_action="raise"``:
+    ``ValueError``, and no env moves). Episodes are never truncated.
+
+    ## Autoreset
+    ``metadata["autoreset_mode"]`` is ``AutoresetMode.SAME_STEP``: an env whose episode ends
+    in a step is reset in that same step; the step returns the new episode's first
+    observation and mask, and the last observation of the finished episode in
+    ``info["final_obs"]`` (rows where ``info["_final_obs"]`` is True).
+
+    ## Information
+    ``info`` after :meth:`reset` and :meth:`step` (arrays over the envs):
+
+    * ``action_mask`` (``int8``, (num_envs, 9) or (num_envs, 3)): the legal actions of the
+      observation returned. :meth:`action_masks` gives the same as booleans.
+    * ``agent_color`` (``"<U1"``): ``"R"`` or ``"B"`` for each env's current episode.
+    * ``illegal_action`` (bool): the step's action was illegal in that env.
+    * ``round_points`` ((num_envs, 2) int, Red then Black) with the mask ``_round_points``:
+      the points of the last round that ended in the step, for the envs where one did.
+    * ``final_obs``, ``_final_obs``: see Autoreset.
+
+    :meth:`states` gives every env's position as a :class:`~buttonup_env.rules.State`.
+
+    ## Arguments
+    ``gymnasium.make_vec("ButtonUp-v0", num_envs=N, ...)`` or ``ButtonUpVectorEnv(N, ...)``:
+
+    * ``num_envs``: how many games (>= 1).
+    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, a path to an exported
+      ``.onnx`` policy (or a policy loaded with :func:`buttonup_env.load_policy`), or an
+      :class:`~buttonup_env.selfplay.OpponentPool` (the training pool: a new opponent per
+      episode, for each env).
+    * ``agent_color``, ``target``, ``reward``, ``episode``, ``illegal_action``: as ButtonUp-v0.
+    * ``encoding``: ``"slots"`` (default, ButtonUp-v0's observation), ``"ring"`` or
+      ``"afterstates"``.
+
+    ``reset(seed=...)`` makes the whole batch reproducible: the draws, the bots' tie-breaks
+    and the sampling of stochastic policies all come from generators seeded from it.
+    ``reset(options={"agent_color": ..., "first": ...})`` fixes them for every env's episode.
+
+    ## Version History
+    * v0: initial version.
+    """
+
+    metadata = {  # noqa: RUF012
+        "autoreset_mode": AutoresetMode.SAME_STEP,
+        "render_modes": ["ansi"],
+    }
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        opponent: str | Path | Any = "random",
+        agent_color: str | None = None,
+        target: int = DEFAULT_TARGET,
+        reward: str = "match",
+        episode: str = "match",
+        illegal_action: str = "end",
+        encoding: str = "slots",
+        render_mode: str | None = None,
+    ) -> None:
+        if not is_whole_number(num_envs) or num_envs < 1:
+            raise ValueError(f"num_envs={num_envs!r} is not allowed; use a whole number >= 1")
+        _choice("agent_color", agent_color, (None, "R", "B"))
+        _choice("reward", reward, REWARDS)
+        _choice("episode", episode, EPISODES)
+        _choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
+        _choice("encoding", encoding, tuple(ENCODING_SIZES))
+        _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        self.num_envs = int(num_envs)
+        self.target = check_target(target)
+        self.agent_color_choice = agent_color
+        self.reward_mode = reward
+        self.episode = episode
+        self.illegal_action = illegal_action
+        self.encoding = encoding
+        self.render_mode = render_mode
+        self.tables = game_tables()
+
+        actions = NUM_SLOTS if encoding == "slots" else MAX_LEGAL
+        self.single_action_space = spaces.Discrete(actions)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        size = ENCODING_SIZES[encoding]
+        self.single_observation_space = spaces.Box(0.0, 1.0, (size,), np.float32)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+
+        self._bots = {name: _Bot(name, self.tables) for name in BOT_NAMES}
+        self.pool = None
+        self._players: list[Any] = []
+        self._set_opponent(opponent)
+
+        n = self.num_envs
+        self._board = np.zeros(n, dtype=np.int64)
+        self._to_move = np.zeros(n, dtype=np.int64)
+        self._agent = np.zeros(n, dtype=np.int64)
+        self._starter = np.zeros(n, dtype=np.int64)
+        self._score = np.zeros((n, 2), dtype=np.int64)
+        self._opponent = np.zeros(n, dtype=np.int64)  # index into self._players
+        self._done = np.zeros(n, dtype=bool)
+        self._reset_called = False
+        self._options: dict[str, Any] = {}
+        self._seed_generators(None)
+
+    # --- opponents ---------------------------------------------------------------------------
+    def _set_opponent(self, opponent: Any) -> None:
+        from .selfplay import OpponentPool
+
+        if isinstance(opponent, OpponentPool):
+            self.pool = opponent
+            self._players = [self._bots[name] for name in BOT_NAMES]
+            self._snapshot_ids: dict[Path, int] = {}
+            return
+        if isinstance(opponent, str) and opponent in BOT_NAMES:
+            self._players = [self._bots[opponent]]
+            return
+        policy = None
+        if isinstance(opponent, str | Path):
+            path = Path(opponent)
+            if path.suffix != ".onnx" and not path.is_file():
+                raise ValueError(
+                    f"opponent {str(opponent)!r} is not a bot name or a policy file; use one of "
+                    f"{', '.join(map(repr, BOT_NAMES))}, a path to an exported .onnx policy, or "
+                    "an OpponentPool"
+                )
+            from .policy import load_policy
+
+            policy = load_policy(path)
+        elif callable(getattr(opponent, "logits", None)) and hasattr(opponent, "encoding"):
+            policy = opponent
+        if policy is None or policy.encoding.name not in ENCODING_SIZES:
+            raise ValueError(
+                f"opponent {opponent!r} cannot play a batch; use one of "
+                f"{', '.join(map(repr, BOT_NAMES))}, a path to an exported .onnx policy, a policy "
+                "from load_policy, or an OpponentPool"
+            )
+        self._players = [_Policy(policy)]
+
+    def _draw_opponents(self, idx: np.ndarray) -> None:
+        """Choose the opponent of every env in ``idx`` for its new episode."""
+        if self.pool is None:
+            return  # one opponent for all
+        kinds, which, snapshots = self.pool.draw(self._rng, len(idx))
+        opponent = np.empty(len(idx), dtype=np.int64)
+        for kind, name in enumerate(self.pool.KINDS):
+            if name != "snapshots":
+                opponent[kinds == kind] = BOT_NAMES.index(name)
+        drawn = kinds == self.pool.KINDS.index("snapshots")
+        if drawn.any():
+            ids = np.empty(len(snapshots), dtype=np.int64)
+            for j in np.unique(which[drawn]):
+                ids[j] = self._snapshot_player(snapshots[j])
+            opponent[drawn] = ids[which[drawn]]
+        self._opponent[idx] = opponent
+
+    def _snapshot_player(self, path: Path) -> int:
+        index = self._snapshot_ids.get(path)
+        if index is None:
+            player = _Policy(self.pool.snapshot_policy(path))  # type: ignore[union-attr]
+            player.rng = self._policy_rng
+            index = self._snapshot_ids[path] = len(self._players)
+            self._players.append(player)
+        return index
+
+    # --- seeding -----------------------------------------------------------------------------
+    def _seed_generators(self, seed: int | None) -> None:
+        sequence = np.random.SeedSequence(seed)
+        main, random_bot, greedy, perfect, policies = sequence.spawn(5)
+        self._rng = np.random.default_rng(main)
+        self._np_random = self._rng
+        self._np_random_seed = seed
+        for name, child in zip(BOT_NAMES, (random_bot, greedy, perfect), strict=True):
+            self._bots[name].rng = np.random.default_rng(child)
+        self._policy_rng = np.random.default_rng(policies)
+        for player in self._players:
+            if isinstance(player, _Policy):
+                player.rng = self._policy_rng
+
+    # --- observations ------------------------------------------------------------------------
+    def encode(self, encoding: str, idx: np.ndarray | slice, own: np.ndarray) -> np.ndarray:
+        """Observations of the envs ``idx`` in ``encoding``, from the side of ``own`` (one
+        colour per env: 0 Red, 1 Black), as the single env's encodings give them."""
+        t = self.tables
+        boards = self._board[idx]
+        n = len(boards)
+        if encoding == "slots":
+            obs = np.empty((n, ENCODING_SIZES["slots"]), dtype=np.float32)
+            obs[:, :243] = t.planes[own[:, None], t.boards[boards]].reshape(n, -1)
+            score = self._score[idx]
+            mine = np.take_along_axis(score, own[:, None], axis=1)[:, 0]
+            theirs = np.take_along_axis(score, 1 - own[:, None], axis=1)[:, 0]
+            # as ButtonUp-v0: the division in float64, then float32
+            obs[:, 243] = np.minimum(mine / self.target, 1.0)
+            obs[:, 244] = np.minimum(theirs / self.target, 1.0)
+            obs[:, 245] = 1.0 / self.target
+            return obs
+        views = t.afterstate_views if encoding == "afterstates" else t.ring_views
+        planes = t.planes[own[:, None, None], views[boards]].reshape(n, MAX_LEGAL, -1)
+        if encoding == "afterstates":
+            planes = np.concatenate([planes, t.afterstate_flags[boards]], axis=2)
+        return planes.reshape(n, -1)
+
+    def _observe(self, idx: np.ndarray | slice) -> np.ndarray:
+        """The agents' observations of the envs ``idx``."""
+        return self.encode(self.encoding, idx, self._agent[idx])
+
+    def _mask(self, encoding: str, boards: np.ndarray) -> np.ndarray:
+        if encoding == "slots":
+            return self.tables.legal[boards]
+        return np.arange(MAX_LEGAL) < self.tables.num_legal[boards][:, None]
+
+    def action_masks(self) -> np.ndarray:
+        """Boolean masks of the legal actions, (num_envs, 9) or (num_envs, 3)."""
+        if not self._reset_called:
+            raise RuntimeError("call reset() before action_masks()")
+        return self._mask(self.encoding, self._board)
+
+    # --- the game ----------------------------------------------------------------------------
+    def _start_episodes(self, idx: np.ndarray) -> None:
+        """New matches (or rounds) in the envs ``idx``; the opponents play up to the agent."""
+        k = len(idx)
+        color = self._options.get("agent_color", self.agent_color_choice)
+        if color is None:
+            self._agent[idx] = self._rng.integers(2, size=k)
+        else:
+            self._agent[idx] = COLORS.index(color)
+        first = self._options.get("first")
+        if first is None:
+            self._starter[idx] = self._rng.integers(2, size=k)
+        else:
+            self._starter[idx] = COLORS.index(first)
+        self._to_move[idx] = self._starter[idx]
+        self._score[idx] = 0
+        self._board[idx] = self._rng.integers(len(LAYOUTS), size=k)
+        self._done[idx] = False
+        self._draw_opponents(idx)
+
+    def _move(self, idx: np.ndarray, slots: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        """Play the legal ``slots`` in the envs ``idx``; end the rounds that end."""
+        t = self.tables
+        board = self._board[idx]
+        child = t.next_board[board, slots]
+        mover = self._to_move[idx]
+        self._board[idx] = child
+        self._to_move[idx] = np.where(t.extra_turn[board, slots], mover, 1 - mover)
+        over = t.over[child]
+        if over.any():
+            self._end_rounds(idx[over], out)
+
+    def _end_rounds(self, idx: np.ndarray, out: dict[str, np.ndarray]) -> None:
+        """Score the finished rounds in ``idx``; end the episodes or set up the next rounds."""
+        margin = self.tables.final_margin[self._board[idx]].astype(np.int64)  # Red's
+        points = np.stack([np.maximum(margin, 0), np.maximum(-margin, 0)], axis=1)
+        self._score[idx] += points
+        out["round_points"][idx] = points
+        out["_round_points"][idx] = True
+        agent_margin = np.where(self._agent[idx] == RED, margin, -margin)
+        reward = out["reward"]
+        if self.reward_mode == "round":
+            reward[idx] += agent_margin / MAX_ROUND_MARGIN
+        if self.episode == "round":
+            if self.reward_mode == "match":
+                reward[idx] += np.sign(agent_margin)
+            self._done[idx] = True
+            return
+        score = self._score[idx]
+        won = score.max(axis=1) >= self.target
+        if won.any():
+            ended = idx[won]
+            winner = score[won].argmax(axis=1)
+            reward[ended] += np.where(winner == self._agent[ended], 1.0, -1.0)
+            self._done[ended] = True
+        going = idx[~won]
+        if len(going):
+            score = score[~won]
+            tied = score[:, 0] == score[:, 1]
+            starter = np.where(tied, 1 - self._starter[going], score.argmin(axis=1))
+            self._starter[going] = starter
+            self._to_move[going] = starter
+            self._board[going] = self._rng.integers(len(LAYOUTS), size=len(going))
+
+    def _play_opponents(self, out: dict[str, np.ndarray]) -> None:
+        """Let the opponents move until every live env waits for its agent."""
+        for _ in range(10 * NUM_SLOTS):  # far more than any chain of opponent moves
+            pending = np.flatnonzero(~self._done & (self._to_move != self._agent))
+            if not len(pending):
+                return
+            slots = np.empty(len(pending), dtype=np.int64)
+            boards = self._board[pending]
+            mover = self._to_move[pending]
+            if len(self._players) == 1:
+                slots[:] = self._players[0].act(self, pending, mover)
+            else:
+                which = self._opponent[pending]
+                for k in np.unique(which):
+                    sel = which == k
+                    slots[sel] = self._players[k].act(self, pending[sel], mover[sel])
+            if not self.tables.legal[boards, slots].all():  # a broken policy file, say
+                bad = np.flatnonzero(~self.tables.legal[boards, slots])[0]
+                player = self._players[self._opponent[pending[bad]]]
+                board = " ".join(s or "." for s in self.tables.board(boards[bad]))
+                raise ValueError(
+                    f"the opponent {player!r} made an illegal move: slot {slots[bad]} on {board!r}"
+                )
+            self._move(pending, slots, out)
+        raise RuntimeError("the opponents did not hand the move back (a bug in buttonup_env)")
+
+    def _new_out(self) -> dict[str, np.ndarray]:
+        n = self.num_envs
+        return {
+            "reward": np.zeros(n, dtype=np.float64),
+            "round_points": np.zeros((n, 2), dtype=np.int64),
+            "_round_points": np.zeros(n, dtype=bool),
+        }
+
+    def _info(self, out: dict[str, np.ndarray], obs_mask: np.ndarray) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "action_mask": obs_mask.astype(np.int8),
+            "agent_color": np.array(COLORS)[self._agent],
+        }
+        if out["_round_points"].any():
+            info["round_points"] = out["round_points"]
+            info["_round_points"] = out["_round_points"]
+        return info
+
+    # --- the Gymnasium API -------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start a new episode in every env (seeding everything when ``seed`` is given)."""
+        if seed is not None and (not is_whole_number(seed) or seed < 0):
+            raise ValueError(f"seed={seed!r} is not allowed; use None or a whole number >= 0")
+        options = dict(options or {})
+        unknown = set(options) - {"agent_color", "first"}
+        if unknown:
+            raise ValueError(
+                f"unknown reset option(s) {sorted(unknown)}; allowed: 'agent_color', 'first'"
+            )
+        _choice("options['agent_color']", options.get("agent_color"), (None, "R", "B"))
+        _choice("options['first']", options.get("first"), (None, "R", "B"))
+        if seed is not None or not self._reset_called:
+            self._seed_generators(None if seed is None else int(seed))
+        self._options = options
+        self._reset_called = True
+        out = self._new_out()
+        self._start_episodes(np.arange(self.num_envs))
+        self._play_opponents(out)
+        obs = self._observe(slice(None))
+        return obs, self._info(out, self.action_masks())
+
+    def _check_actions(self, actions: Any) -> np.ndarray:
+        array = np.asarray(actions)
+        n = self.num_envs
+        limit = self.single_action_space.n
+        if array.shape != (n,) or not (
+            np.issubdtype(array.dtype, np.integer) or (array.dtype == object and n == 0)
+        ):
+            raise ValueError(
+                f"actions must be an integer array of shape ({n},), one slot per env; got "
+                f"{array.dtype} of shape {array.shape}"
+            )
+        if n and (array.min() < 0 or array.max() >= limit):
+            bad = np.flatnonzero((array < 0) | (array >= limit))[0]
+            raise ValueError(
+                f"action {array[bad]} of env {bad} is out of range; actions are 0 to {limit - 1}"
+            )
+        return array.astype(np.int64)
+
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Every env's agent moves; the opponents reply; finished episodes restart."""
+        if not self._reset_called:
+            raise RuntimeError("call reset() before step()")
+        actions = self._check_actions(actions)
+        t = self.tables
+        board = self._board
+        if self.encoding == "slots":
+            slots = actions
+        else:
+            slots = t.legal_slots[board, actions].astype(np.int64)
+        legal = (slots >= 0) & t.legal[board, np.maximum(slots, 0)]
+        if not legal.all():
+            bad = int(np.flatnonzero(~legal)[0])
+            if self.illegal_action == "raise":
+                raise ValueError(f"illegal action in env {bad}: {self._illegal(bad, actions)}")
+        out = self._new_out()
+        illegal = ~legal
+        out["reward"][illegal] = -1.0
+        self._done[illegal] = True
+        live = np.flatnonzero(legal)
+        self._move(live, slots[live], out)
+        self._play_opponents(out)
+
+        terminated = self._done.copy()
+        info_extra: dict[str, Any] = {"illegal_action": illegal}
+        ended = np.flatnonzero(terminated)
+        if len(ended):
+            final_obs = np.zeros((self.num_envs, *self.single_observation_space.shape), np.float32)
+            final_obs[ended] = self._observe(ended)
+            info_extra["final_obs"] = final_obs
+            info_extra["_final_obs"] = terminated
+            self._start_episodes(ended)
+            self._play_opponents(out)  # the new episodes' opening moves (they cannot end them)
+        obs = self._observe(slice(None))
+        info = self._info(out, self.action_masks())
+        info.update(info_extra)
+        return obs, out["reward"], terminated, np.zeros(self.num_envs, dtype=bool), info
+
+    def _illegal(self, env: int, actions: np.ndarray) -> str:
+        state = self.states()[env]
+        legal = state.legal_moves()
+        if self.encoding == "slots":
+            return state._illegal_message(int(actions[env]), legal)
+        return (
+            f"action {int(actions[env])} has no legal move behind it; the actions are the legal "
+            f"slots {list(legal)} in order, so 0 to {len(legal) - 1}"
+        )
+
+    def states(self) -> list[State]:
+        """Every env's current position (for checking and debugging; not fast)."""
+        if not self._reset_called:
+            raise RuntimeError("call reset() before states()")
+        t = self.tables
+        return [
+            State(
+                t.board(int(self._board[i])),
+                COLORS[self._to_move[i]],
+                {"R": int(self._score[i, 0]), "B": int(self._score[i, 1])},
+                self.target,
+                COLORS[self._starter[i]],
+            )
+            for i in range(self.num_envs)
+        ]
+
+    @property
+    def agent_colors(self) -> list[str]:
+        """Each env's agent colour in the current episode."""
+        return [COLORS[c] for c in self._agent]
+
+    def render(self) -> tuple[str, ...] | None:
+        """Text of every env's position with ``render_mode="ansi"`` (None without a mode)."""
+        if self.render_mode is None or not self._reset_called:
+            return None
+        from . import render as _render
+
+        return tuple(
+            _render.ansi(state, agent_color=color)
+            for state, color in zip(self.states(), self.agent_colors, strict=True)
+        )

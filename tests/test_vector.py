@@ -1,0 +1,409 @@
+"""``ButtonUpVectorEnv``: every transition against the rules engine, seeding, bots, arguments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import buttonup_env
+from buttonup_env import solver
+from buttonup_env.bots import GreedyBot, immediate_margin
+from buttonup_env.encoding import ENCODINGS, legal_mask
+from buttonup_env.env import MAX_ROUND_MARGIN
+from buttonup_env.rules import LAYOUTS, State, other, sow
+from buttonup_env.selfplay import OpponentMix, OpponentPool
+from buttonup_env.tables import game_tables
+from buttonup_env.vector import ButtonUpVectorEnv
+
+MODEL = Path(__file__).resolve().parent.parent / "models" / "buttonup-ppo.onnx"
+COLORS = ("R", "B")
+
+
+class Recorder:
+    """Records what the env drew and chose (layouts, agents, starters, every move), so that a
+    reference made of :class:`State` objects can replay it with the rules engine alone."""
+
+    def __init__(self, env: ButtonUpVectorEnv) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        move, start, end = env._move, env._start_episodes, env._end_rounds
+
+        def record_start(idx: np.ndarray) -> None:
+            start(idx)
+            self.events.append(
+                (
+                    "start",
+                    idx.copy(),
+                    env._board[idx].copy(),
+                    env._agent[idx].copy(),
+                    env._starter[idx].copy(),
+                )
+            )
+
+        def record_move(idx: np.ndarray, slots: np.ndarray, out: dict) -> None:
+            self.events.append(("move", idx.copy(), np.asarray(slots).copy()))
+            move(idx, slots, out)
+
+        def record_end(idx: np.ndarray, out: dict) -> None:
+            end(idx, out)
+            going = idx[~env._done[idx]]
+            self.events.append(("next_round", going.copy(), env._board[going].copy()))
+
+        env._start_episodes, env._move, env._end_rounds = record_start, record_move, record_end
+
+    def take(self) -> list[tuple[Any, ...]]:
+        events, self.events = self.events, []
+        return events
+
+
+class Reference:
+    """The same games, replayed with :class:`State` (one Python object per env)."""
+
+    def __init__(self, n: int, target: int, reward: str, episode: str) -> None:
+        self.states: list[State | None] = [None] * n
+        self.agents = ["R"] * n
+        self.target, self.reward_mode, self.episode = target, reward, episode
+
+    def replay(self, events: list[tuple[Any, ...]], n: int) -> tuple[np.ndarray, np.ndarray]:
+        rewards = np.zeros(n)
+        done = np.zeros(n, dtype=bool)
+        for event in events:
+            if event[0] == "start":
+                _, idx, boards, agents, starters = event
+                for i, b, a, s in zip(idx, boards, agents, starters, strict=True):
+                    assert 0 <= b < len(LAYOUTS), "an episode starts from a set-up"
+                    self.states[i] = State.new_round(LAYOUTS[b], COLORS[s], target=self.target)
+                    self.agents[i] = COLORS[a]
+            elif event[0] == "move":
+                _, idx, slots = event
+                for i, slot in zip(idx, slots, strict=True):
+                    state = self.states[i]
+                    assert state is not None and not done[i]
+                    self.states[i] = after = state.play(int(slot))  # raises if illegal
+                    if after.round_over:
+                        rewards[i] += self._round_end(i, after, done)
+            else:  # the next rounds of the matches that go on
+                _, idx, boards = event
+                for i, b in zip(idx, boards, strict=True):
+                    self.states[i] = self.states[i].next_round(LAYOUTS[b])  # starting rule
+        return rewards, done
+
+    def _round_end(self, i: int, state: State, done: np.ndarray) -> float:
+        agent = self.agents[i]
+        strength = state.strength
+        margin = strength[agent] - strength[other(agent)]
+        reward = margin / MAX_ROUND_MARGIN if self.reward_mode == "round" else 0.0
+        if self.episode == "round":
+            done[i] = True
+            return reward + (float(np.sign(margin)) if self.reward_mode == "match" else 0.0)
+        if state.match_over:
+            done[i] = True
+            reward += 1.0 if state.winner == agent else -1.0
+        return reward
+
+
+def encode(encoding: str, state: State, agent: str) -> np.ndarray:
+    return ENCODINGS[encoding].encode(state, agent)
+
+
+def check_batch(
+    num_envs: int,
+    steps: int,
+    seed: int,
+    illegal_rate: float = 0.03,
+    encoding: str = "slots",
+    **kwargs: Any,
+) -> int:
+    """Drive the env with random actions and check every transition; return the env steps."""
+    env = ButtonUpVectorEnv(num_envs, encoding=encoding, **kwargs)
+    recorder = Recorder(env)
+    ref = Reference(num_envs, env.target, env.reward_mode, env.episode)
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    ref.replay(recorder.take(), num_envs)
+    actions_n = env.single_action_space.n
+    for _ in range(steps):
+        assert [s.legal_moves() for s in env.states()] == [s.legal_moves() for s in ref.states]
+        assert env.states() == ref.states
+        for i in range(num_envs):
+            state, agent = ref.states[i], ref.agents[i]
+            assert state.to_move == agent, "the env waits for the agent"
+            assert np.array_equal(obs[i], encode(encoding, state, agent))
+            mask = legal_mask(state) if encoding == "slots" else ENCODINGS[encoding].mask(state)
+            assert np.array_equal(info["action_mask"][i], mask.astype(np.int8))
+        assert list(info["agent_color"]) == ref.agents
+        mask = info["action_mask"].astype(bool)
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
+        wild = rng.random(num_envs) < illegal_rate
+        actions[wild] = rng.integers(actions_n, size=int(wild.sum()))
+        before = list(ref.states)
+        obs, reward, terminated, truncated, info = env.step(actions)
+        events = recorder.take()
+        # the agents' moves first: the legal ones are the first "move" event
+        illegal = ~mask[np.arange(num_envs), actions]
+        assert np.array_equal(info["illegal_action"], illegal)
+        expected_reward = np.where(illegal, -1.0, 0.0)
+        expected_done = illegal.copy()
+        end = next((k for k, e in enumerate(events) if e[0] == "start"), len(events))
+        r, d = ref.replay(events[:end], num_envs)
+        expected_reward += r
+        expected_done |= d
+        for i in np.flatnonzero(~illegal):
+            slot = actions[i] if encoding == "slots" else before[i].legal_moves()[actions[i]]
+            assert events[0][0] == "move" and i in events[0][1]
+            assert events[0][2][list(events[0][1]).index(i)] == slot
+        np.testing.assert_array_equal(reward, expected_reward)
+        np.testing.assert_array_equal(terminated, expected_done)
+        assert not truncated.any()
+        if expected_done.any():
+            assert np.array_equal(info["_final_obs"], expected_done)
+            for i in np.flatnonzero(expected_done):
+                final = encode(encoding, ref.states[i], ref.agents[i])
+                assert np.array_equal(info["final_obs"][i], final)
+        else:
+            assert "final_obs" not in info
+        ref.replay(events[end:], num_envs)  # the new episodes and their opening moves
+    return num_envs * steps
+
+
+CONFIGS = [
+    dict(opponent="random"),
+    dict(opponent="perfect", reward="round"),
+    dict(opponent="greedy", episode="round", reward="match", encoding="afterstates"),
+    dict(opponent="random", episode="round", reward="round", encoding="ring", target=5),
+    dict(opponent="perfect", agent_color="B", target=3),
+]
+
+
+def test_every_transition_follows_the_rules() -> None:
+    """Over 100,000 env steps with random (sometimes illegal) actions, every position, score,
+    starter, reward, termination, mask and observation is the rules engine's."""
+    total = sum(check_batch(64, 320, seed=k, **config) for k, config in enumerate(CONFIGS))
+    assert total >= 100_000
+
+
+def test_illegal_action_raise_moves_nobody() -> None:
+    env = ButtonUpVectorEnv(4, illegal_action="raise")
+    _, info = env.reset(seed=1)
+    before = env.states()
+    actions = info["action_mask"].argmax(axis=1)
+    actions[2] = int(np.flatnonzero(info["action_mask"][2] == 0)[0])
+    with pytest.raises(ValueError, match=r"illegal action in env 2: slot \d"):
+        env.step(actions)
+    assert env.states() == before
+
+
+@pytest.mark.parametrize(
+    "actions, message",
+    [
+        (np.zeros(3, dtype=np.int64), r"shape \(4,\)"),
+        (np.zeros((4, 1), dtype=np.int64), r"shape \(4,\)"),
+        (np.zeros(4, dtype=np.float32), "integer array"),
+        (np.array([0, 1, 9, 2]), "action 9 of env 2 is out of range; actions are 0 to 8"),
+        (np.array([0, -1, 0, 2]), "action -1 of env 1 is out of range"),
+        ("0123", "integer array"),
+    ],
+)
+def test_bad_actions(actions: Any, message: str) -> None:
+    env = ButtonUpVectorEnv(4)
+    env.reset(seed=0)
+    before = env.states()
+    with pytest.raises(ValueError, match=message):
+        env.step(actions)
+    assert env.states() == before
+
+
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        (dict(num_envs=0), "num_envs=0"),
+        (dict(num_envs=2.5), "num_envs=2.5"),
+        (dict(num_envs=True), "num_envs=True"),
+        (dict(opponent="nobody"), "'nobody'"),
+        (dict(opponent=3), "opponent 3"),
+        (dict(agent_color="W"), "agent_color='W'"),
+        (dict(target=0), "target=0"),
+        (dict(reward="points"), "reward='points'"),
+        (dict(episode="game"), "episode='game'"),
+        (dict(illegal_action="ignore"), "illegal_action='ignore'"),
+        (dict(encoding="pixels"), "encoding='pixels'"),
+        (dict(render_mode="human"), "render_mode='human'"),
+    ],
+)
+def test_bad_arguments(kwargs: dict[str, Any], named: str) -> None:
+    kwargs = {"num_envs": 2, **kwargs}
+    with pytest.raises(ValueError, match=named.replace("(", r"\(").replace(".", r"\.")):
+        ButtonUpVectorEnv(**kwargs)
+
+
+def test_bad_reset_arguments() -> None:
+    env = ButtonUpVectorEnv(2)
+    with pytest.raises(ValueError, match="seed=-1"):
+        env.reset(seed=-1)
+    with pytest.raises(ValueError, match="unknown reset option"):
+        env.reset(options={"colour": "R"})
+    with pytest.raises(ValueError, match="options\\['first'\\]='X'"):
+        env.reset(options={"first": "X"})
+
+
+def test_step_or_masks_before_reset() -> None:
+    env = ButtonUpVectorEnv(2)
+    for call in (lambda: env.step(np.zeros(2, dtype=np.int64)), env.action_masks, env.states):
+        with pytest.raises(RuntimeError, match="reset"):
+            call()
+
+
+def rollout(env: ButtonUpVectorEnv, seed: int, steps: int = 40) -> list[np.ndarray]:
+    obs, info = env.reset(seed=seed)
+    rng = np.random.default_rng(99)
+    seen = [obs]
+    for _ in range(steps):
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in info["action_mask"]])
+        obs, reward, terminated, _, info = env.step(actions)
+        seen += [obs, reward, terminated]
+    return seen
+
+
+@pytest.mark.parametrize("opponent", ["random", "greedy", "perfect", str(MODEL)])
+def test_same_seed_same_games_other_seed_other_games(opponent: str) -> None:
+    env = ButtonUpVectorEnv(16, opponent=opponent)
+    first, again = rollout(env, 5), rollout(env, 5)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    fresh = rollout(ButtonUpVectorEnv(16, opponent=opponent), 5)
+    assert all(np.array_equal(a, b) for a, b in zip(first, fresh, strict=True))
+    other_seed = rollout(env, 6)
+    assert not all(np.array_equal(a, b) for a, b in zip(first, other_seed, strict=True))
+
+
+def opponent_moves(env: ButtonUpVectorEnv, steps: int = 60) -> list[tuple[State, int]]:
+    """(position, slot) of every opponent move in ``steps`` steps of random agents."""
+    moves: list[tuple[State, int]] = []
+    play = env._move
+
+    def spy(idx: np.ndarray, slots: np.ndarray, out: dict) -> None:
+        states = env.states()
+        for i, slot in zip(idx, slots, strict=True):
+            if env._to_move[i] != env._agent[i]:
+                moves.append((states[i], int(slot)))
+        play(idx, slots, out)
+
+    env._move = spy  # type: ignore[method-assign]
+    rollout(env, 3, steps)
+    return moves
+
+
+def test_perfect_opponent_plays_only_best_moves() -> None:
+    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="perfect"))
+    assert len(moves) > 1000
+    for state, slot in moves:
+        values = solver.move_values(state)
+        assert values[slot] == max(values.values())
+    # and it breaks ties among them at random
+    tied = [
+        (s, m)
+        for s, m in moves
+        if list(solver.move_values(s).values()).count(max(solver.move_values(s).values())) > 1
+    ]
+    assert len({m for _, m in tied}) > 1
+
+
+def greedy_candidates(state: State) -> set[int]:
+    """The moves GreedyBot chooses among (its docstring's rule, with the rules engine)."""
+    scored = {}
+    for slot in state.legal_moves():
+        after = state.play(slot)
+        board, _ = sow(state.board, slot)
+        extra = not after.round_over and after.to_move == state.to_move
+        scored[slot] = (extra, immediate_margin(board, state.to_move))
+    best = max(scored.values())
+    return {slot for slot, key in scored.items() if key == best}
+
+
+def test_greedy_opponent_plays_like_the_greedy_bot() -> None:
+    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="greedy"))
+    assert len(moves) > 1000
+    bot = GreedyBot(seed=0)
+    for state, slot in moves:
+        candidates = greedy_candidates(state)
+        assert slot in candidates
+        assert bot.act(state) in candidates  # the same rule as the bot's
+
+
+def test_random_opponent_plays_every_legal_move() -> None:
+    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="random"))
+    firsts = [
+        slot == state.legal_moves()[0] for state, slot in moves if len(state.legal_moves()) == 3
+    ]
+    assert 0.25 < np.mean(firsts) < 0.42  # a third, uniformly
+
+
+def test_onnx_opponent_plays_like_the_loaded_policy() -> None:
+    moves = opponent_moves(ButtonUpVectorEnv(16, opponent=str(MODEL)), steps=30)
+    policy = buttonup_env.load_policy(MODEL)
+    assert len(moves) > 200
+    assert all(policy.act(state) == slot for state, slot in moves)
+
+
+def test_tables_match_the_solver_and_the_rules() -> None:
+    t = game_tables()
+    assert len(t.boards) == 315_480
+    rng = np.random.default_rng(0)
+    for index in rng.integers(len(t.boards), size=400):
+        board = t.board(int(index))
+        assert t.index_of(board) == index
+        for color in COLORS:
+            state = State(board, color)
+            if state.round_over:
+                assert not t.legal[index].any()
+                continue
+            values = solver.move_values(state)
+            assert {s: int(t.move_values[index, COLORS.index(color), s]) for s in values} == values
+
+
+def test_pool_opponents_are_drawn_per_episode(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copy(MODEL, tmp_path / "step_000000000.onnx")
+    pool = OpponentPool(tmp_path, OpponentMix(snapshots=1, perfect=1, greedy=1, random=1))
+    env = ButtonUpVectorEnv(64, opponent=pool, episode="round")
+    rollout(env, 0, steps=30)
+    drawn = set(env._opponent.tolist())
+    assert drawn == {0, 1, 2, 3}  # the three bots and the snapshot
+    assert len(env._players) == 4
+
+
+def test_pure_self_play_pool_needs_a_snapshot(tmp_path: Path) -> None:
+    pool = OpponentPool(tmp_path, OpponentMix(snapshots=1, perfect=0, greedy=0, random=0))
+    env = ButtonUpVectorEnv(4, opponent=pool)
+    with pytest.raises(ValueError, match="pure self-play needs the learner's first snapshot"):
+        env.reset(seed=0)
+
+
+def test_make_vec_returns_the_batched_env() -> None:
+    envs = gym.make_vec(
+        "ButtonUp-v0",
+        num_envs=3,
+        vectorization_mode="vector_entry_point",
+        opponent="greedy",
+        target=5,
+    )
+    assert isinstance(envs.unwrapped, ButtonUpVectorEnv)
+    assert envs.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+    assert envs.num_envs == 3 and envs.unwrapped.target == 5
+    obs, info = envs.reset(seed=0)
+    assert obs.shape == (3, 246) and obs.dtype == np.float32
+    assert info["action_mask"].shape == (3, 9) and info["action_mask"].dtype == np.int8
+    assert envs.observation_space.contains(obs)
+    np.testing.assert_array_equal(envs.unwrapped.action_masks(), info["action_mask"] == 1)
+
+
+def test_render_ansi() -> None:
+    env = ButtonUpVectorEnv(2, render_mode="ansi")
+    env.reset(seed=0)
+    texts = env.render()
+    assert len(texts) == 2 and all("slot 0" in t or "0" in t for t in texts)
+    assert ButtonUpVectorEnv(2).render() is None
