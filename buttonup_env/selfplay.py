@@ -72,10 +72,17 @@ class OpponentPool:
         self.current: Player = self.bots["perfect"]
         self.current_name = "perfect"
 
+    def refresh(self) -> None:
+        """Re-read the snapshot folder at the next draw (the trainer calls it after writing a
+        snapshot when the pool lives in its process; with ``refresh_seconds=math.inf`` this is
+        the only way the pool changes, so that which snapshot plays never depends on timing)."""
+        self._listed_at = -math.inf
+
     def snapshots(self) -> list[Path]:
-        """The snapshots in the pool, oldest first (the directory is re-read every few seconds)."""
+        """The snapshots in the pool, oldest first (the directory is re-read every
+        ``refresh_seconds``, and after :meth:`refresh`)."""
         now = time.monotonic()
-        if now - self._listed_at >= self.refresh_seconds:
+        if self._listed_at == -math.inf or now - self._listed_at >= self.refresh_seconds:
             self._listed_at = now
             found = sorted(self.snapshot_dir.glob(SNAPSHOT_GLOB))
             self._snapshots = found[-self.mix.max_snapshots :]

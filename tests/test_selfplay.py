@@ -87,7 +87,6 @@ def positions(seed: int, count: int) -> list[State]:
         ({"perfect": -1.0}, ["perfect=-1.0", ">= 0"]),
         ({"random": -0.5, "greedy": 1.0}, ["random=-0.5", ">= 0"]),
         ({"snapshots": 0, "perfect": 0, "greedy": 0, "random": 0}, ["positive sum"]),
-        ({"snapshots": 1.0, "perfect": 0, "greedy": 0, "random": 0}, ["at least one bot"]),
         ({"newest": 1.5}, ["newest", "[0, 1]", "1.5"]),
         ({"newest": -0.1}, ["newest", "[0, 1]", "-0.1"]),
         ({"newest": float("nan")}, ["newest", "[0, 1]", "nan"]),
@@ -109,6 +108,15 @@ def test_opponent_mix_refuses_weights_that_are_not_finite(name: str, weight: flo
     instead of failing inside ``rng.choice`` at the first episode."""
     with pytest.raises(ValueError, match=name):
         OpponentMix(**{name: weight})
+
+
+def test_pure_self_play_mix_is_allowed_and_needs_a_snapshot(tmp_path: Path) -> None:
+    """Snapshots alone (pure self-play) is a valid mix; drawing before the first snapshot
+    exists says what is missing instead of dividing by zero."""
+    mix = OpponentMix(snapshots=1.0, perfect=0, greedy=0, random=0)
+    pool = OpponentPool(tmp_path, mix, refresh_seconds=0.0)
+    with pytest.raises(ValueError, match=r"no snapshot in .* pure self-play"):
+        pool.reset(np.random.default_rng(0))
 
 
 def test_opponent_mix_accepts_edge_values() -> None:

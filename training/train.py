@@ -49,7 +49,9 @@ from buttonup_env.evaluation import evaluate
 from buttonup_env.export import export_onnx
 from buttonup_env.nets import RingPolicy
 from buttonup_env.policy import OnnxPolicy
+from buttonup_env.sb3 import SB3VecEnv
 from buttonup_env.selfplay import OpponentMix, OpponentPool
+from buttonup_env.vector import ButtonUpVectorEnv
 from buttonup_env.wrappers import RingObservation
 
 
@@ -77,8 +79,10 @@ class TrainConfig:
     move) or ring (the ring seen from each legal move)."""
     n_envs: int = 8
     """Environments stepped together."""
-    vec_env: Literal["dummy", "subproc"] = "dummy"
-    """dummy: all envs in this process; subproc: one process per env."""
+    vec_env: Literal["batched", "dummy", "subproc"] = "batched"
+    """batched: one ButtonUpVectorEnv stepping all envs with array operations
+    (buttonup_env.vector); dummy: ButtonUp-v0 envs one after the other in this process;
+    subproc: one process per ButtonUp-v0 env."""
     hidden: tuple[int, ...] = (256, 256)
     """Sizes of the per-view hidden layers of actor and critic."""
     learning_rate: float = 3e-4
@@ -209,6 +213,15 @@ def make_worker_env(snapshot_dir: Path, mix: OpponentMix, encoding: str) -> gym.
 
 def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) -> VecEnv:
     """``n_envs`` training envs (seeded with ``seed``, default the config's)."""
+    if config.vec_env == "batched":
+        # the trainer refreshes the pool after each snapshot: no timing in which one plays
+        pool = OpponentPool(run_dir / "snapshots", config.opponents, refresh_seconds=math.inf)
+        batch = ButtonUpVectorEnv(
+            config.n_envs, opponent=pool, episode="round", reward="round", encoding=config.encoding
+        )
+        venv: VecEnv = SB3VecEnv(batch)
+        venv.seed(config.seed if seed is None else seed)
+        return venv
     subproc = config.vec_env == "subproc"
     make = functools.partial(
         make_worker_env if subproc else make_env,
@@ -319,8 +332,10 @@ class Periodic(BaseCallback):
             self.bar.close()
 
     def snapshot(self) -> Path:
-        path = self.run_dir / "snapshots" / f"step_{self.steps:09d}.onnx"
-        export_onnx(self.model.policy, path, {"steps": self.steps})
+        path = write_snapshot(self.model, self.run_dir)
+        batch = getattr(self.training_env, "env", None)
+        if isinstance(batch, ButtonUpVectorEnv) and batch.pool is not None:
+            batch.pool.refresh()  # the new snapshot plays from the next episode on
         snapshots = sorted(path.parent.glob("step_*.onnx"))
         self.logger.record("pool/size", min(len(snapshots), self.config.opponents.max_snapshots))
         return path
@@ -357,6 +372,13 @@ class Periodic(BaseCallback):
             f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
         (self.bar.write if self.bar is not None else print)(message)
+
+
+def write_snapshot(model: MaskablePPO, run_dir: Path) -> Path:
+    """Add the learner as it is now to the opponent pool (``snapshots/step_N.onnx``)."""
+    path = run_dir / "snapshots" / f"step_{model.num_timesteps:09d}.onnx"
+    export_onnx(model.policy, path, {"steps": model.num_timesteps})
+    return path
 
 
 class StopRequest:
@@ -484,6 +506,9 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         print(f"training in {run_dir} for {config.total_steps:,} steps")
     stop = StopRequest()
     periodic = Periodic(config, run_dir, state, stop)
+    if checkpoint is None:  # the first snapshot, before the first episode: pure self-play has
+        write_snapshot(model, run_dir)  # an opponent from the start
+        state["next_snapshot"] = config.snapshot_every
     callbacks = CallbackList([Clock(state), EntropySchedule(config), periodic])
     remaining = config.total_steps - model.num_timesteps
     try:

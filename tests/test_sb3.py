@@ -1,0 +1,139 @@
+"""SB3VecEnv: the batched env as Stable-Baselines3 sees it, MaskablePPO on it, and
+same-seed training runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch as th
+from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+
+from buttonup_env.nets import RingPolicy
+from buttonup_env.sb3 import SB3VecEnv
+from buttonup_env.vector import ButtonUpVectorEnv
+
+TRAIN = Path(__file__).resolve().parent.parent / "training" / "train.py"
+
+
+def test_steps_like_an_sb3_vec_env() -> None:
+    batch = ButtonUpVectorEnv(
+        32, opponent="greedy", episode="round", reward="round", encoding="afterstates"
+    )
+    venv = SB3VecEnv(batch)
+    venv.seed(3)
+    obs = venv.reset()
+    assert obs.shape == (32, 735)
+    assert is_masking_supported(venv)
+    rng = np.random.default_rng(0)
+    finished = 0
+    for _ in range(40):
+        masks = get_action_masks(venv)
+        np.testing.assert_array_equal(masks, batch.action_masks())
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        before = batch.encode("afterstates", slice(None), batch._agent)
+        np.testing.assert_array_equal(before, obs)
+        obs, rewards, dones, infos = venv.step(actions)
+        assert rewards.dtype == np.float32 and dones.dtype == bool and len(infos) == 32
+        for i in range(32):
+            if dones[i]:
+                finished += 1
+                terminal = infos[i]["terminal_observation"]
+                # a round is over: the afterstate views of a finished round are all zeros
+                assert terminal.shape == (735,) and not terminal.any()
+                assert infos[i]["TimeLimit.truncated"] is False
+                assert sum(infos[i]["round_points"].values()) == abs(rewards[i]) * 18
+            else:
+                assert "terminal_observation" not in infos[i]
+    assert finished > 50
+
+
+def test_seed_makes_resets_reproducible() -> None:
+    venv = SB3VecEnv(ButtonUpVectorEnv(8))
+    venv.seed(11)
+    first = venv.reset()
+    venv.seed(11)
+    np.testing.assert_array_equal(venv.reset(), first)
+    venv.seed(12)
+    assert not np.array_equal(venv.reset(), first)
+
+
+def test_attributes_and_methods() -> None:
+    venv = SB3VecEnv(ButtonUpVectorEnv(4, target=7))
+    assert venv.get_attr("target") == [7] * 4
+    assert venv.get_attr("target", indices=[1, 2]) == [7, 7]
+    venv.set_attr("target", 9)
+    assert venv.env.target == 9
+    with pytest.raises(ValueError, match="one value for all of them"):
+        venv.set_attr("target", 5, indices=[0])
+    with pytest.raises(AttributeError, match="only 'action_masks'"):
+        venv.env_method("render")
+    assert venv.env_is_wrapped(object) == [False] * 4
+    with pytest.raises(ValueError, match="adapts a ButtonUpVectorEnv"):
+        SB3VecEnv("ButtonUp-v0")  # type: ignore[arg-type]
+
+
+def test_maskable_ppo_trains_on_the_batched_env() -> None:
+    """A short MaskablePPO training (the trainer the package's users use) runs on the adapter,
+    updates the network and counts exactly the steps it took."""
+    th.set_num_threads(1)
+    venv = SB3VecEnv(
+        ButtonUpVectorEnv(
+            64, opponent="random", episode="round", reward="round", encoding="afterstates"
+        )
+    )
+    model = MaskablePPO(
+        RingPolicy,
+        venv,
+        n_steps=16,
+        batch_size=256,
+        n_epochs=2,
+        seed=0,
+        device="cpu",
+        policy_kwargs=dict(hidden=(32, 32)),
+    )
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(64 * 16 * 3)
+    assert model.num_timesteps == 64 * 16 * 3
+    after = list(model.policy.parameters())
+    assert any(not th.equal(a, b) for a, b in zip(before, after, strict=True))
+    # the rollout buffer holds legal actions only, judged by the masks it stored
+    buffer = model.rollout_buffer
+    actions = buffer.actions.reshape(-1).astype(int)
+    masks = buffer.action_masks.reshape(-1, 3)
+    assert masks[np.arange(len(actions)), actions].all()
+
+
+def smoke_run(runs: Path, name: str, seed: int) -> Path:
+    args = [
+        "--preset", "smoke", "--threads", "1", "--n-envs", "16", "--n-steps", "32",
+        "--batch-size", "128", "--hidden", "16", "16", "--total-steps", "2048",
+        "--snapshot-every", "512", "--eval-every", "1024", "--eval-matches", "3",
+        "--checkpoint-every", "1024", "--final-eval-matches", "3", "--no-progress",
+        "--seed", str(seed), "--runs-dir", str(runs), "--run-name", name,
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(TRAIN), *args], capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return runs / name
+
+
+@pytest.mark.slow
+def test_same_seed_same_run_other_seed_other_run(tmp_path: Path) -> None:
+    """Two runs with the same seed end with the same network (snapshots and pool draws
+    included); another seed gives another network."""
+    a = smoke_run(tmp_path, "a", seed=4)
+    b = smoke_run(tmp_path, "b", seed=4)
+    c = smoke_run(tmp_path, "c", seed=5)
+    assert (a / "final.onnx").read_bytes() == (b / "final.onnx").read_bytes()
+    rows = [json.loads(line) for line in (a / "eval.jsonl").read_text().splitlines()]
+    again = [json.loads(line) for line in (b / "eval.jsonl").read_text().splitlines()]
+    strip = [{k: v for k, v in r.items() if k != "minutes"} for r in rows]
+    assert strip == [{k: v for k, v in r.items() if k != "minutes"} for r in again]
+    assert (a / "final.onnx").read_bytes() != (c / "final.onnx").read_bytes()
