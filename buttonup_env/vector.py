@@ -150,6 +150,11 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     * ``agent_color``, ``target``, ``reward``, ``episode``, ``illegal_action``: as ButtonUp-v0.
     * ``encoding``: ``"slots"`` (default, ButtonUp-v0's observation), ``"ring"`` or
       ``"afterstates"``.
+    * ``random_start`` (default 0, for training; needs ``episode="round"`` and
+      ``agent_color=None``): the probability that a round starts after 1 to
+      ``random_start_moves`` (default 6) uniformly random moves, played by whoever is to move,
+      the agent then taking the side to move, so that it meets positions off the usual paths.
+      0 is ButtonUp-v0's game.
 
     ``reset(seed=...)`` makes the whole batch reproducible: the draws, the bots' tie-breaks
     and the sampling of stochastic policies all come from generators seeded from it.
@@ -175,9 +180,25 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         illegal_action: str = "end",
         encoding: str = "slots",
         render_mode: str | None = None,
+        random_start: float = 0.0,
+        random_start_moves: int = 6,
     ) -> None:
         if not is_whole_number(num_envs) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} is not allowed; use a whole number >= 1")
+        if not (isinstance(random_start, int | float) and 0.0 <= random_start <= 1.0):
+            raise ValueError(
+                f"random_start={random_start!r} is not allowed; use a probability in [0, 1]"
+            )
+        if not is_whole_number(random_start_moves) or not 1 <= random_start_moves <= 6:
+            raise ValueError(
+                f"random_start_moves={random_start_moves!r} is not allowed; use 1 to 6 (a "
+                "round has 8 moves and a start must leave the agent a decision)"
+            )
+        if random_start and (episode != "round" or agent_color is not None):
+            raise ValueError(
+                f"random_start={random_start!r} needs episode='round' and agent_color=None: the "
+                "agent takes the side to move after the random moves"
+            )
         _choice("agent_color", agent_color, (None, "R", "B"))
         _choice("reward", reward, REWARDS)
         _choice("episode", episode, EPISODES)
@@ -192,6 +213,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.illegal_action = illegal_action
         self.encoding = encoding
         self.render_mode = render_mode
+        self.random_start = float(random_start)
+        self.random_start_moves = int(random_start_moves)
         self.tables = game_tables()
 
         actions = NUM_SLOTS if encoding == "slots" else MAX_LEGAL
@@ -350,6 +373,23 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self._board[idx] = self._rng.integers(len(LAYOUTS), size=k)
         self._done[idx] = False
         self._draw_opponents(idx)
+        self._random_starts(idx)
+
+    def _random_starts(self, idx: np.ndarray) -> None:
+        """With ``random_start``: play 1 to ``random_start_moves`` random moves in some of the
+        new rounds ``idx`` (whoever is to move plays them), so rounds start all over the game;
+        the agent then plays the side to move (its colour is drawn anyway), so the opponent
+        cannot end the round before the agent's first decision."""
+        if not self.random_start:
+            return
+        chosen = idx[self._rng.random(len(idx)) < self.random_start]
+        moves = self._rng.integers(1, self.random_start_moves + 1, size=len(chosen))
+        out = self._new_out()  # no round can end: six moves leave three stacks
+        for k in range(self.random_start_moves):
+            going = chosen[moves > k]
+            slots = _pick(self.tables.legal[self._board[going]], self._rng)
+            self._move(going, slots, out)
+        self._agent[chosen] = self._to_move[chosen]
 
     def _move(self, idx: np.ndarray, slots: np.ndarray, out: dict[str, np.ndarray]) -> None:
         """Play the legal ``slots`` in the envs ``idx``; end the rounds that end."""
