@@ -104,6 +104,11 @@ class TrainConfig:
     ent_coef_end: float = 0.001
     """... to this value at the end of the run."""
 
+    random_start: float = 0.0
+    """Probability that a training round starts after 1 to 6 random moves (played by whoever
+    is to move; the agent then takes the side to move), so that the agent meets positions off
+    the usual paths. Needs --vec-env batched."""
+
     opponents: OpponentMix = field(default_factory=OpponentMix)
     """Who the learner plays (see buttonup_env.selfplay)."""
     snapshot_every: int | None = None
@@ -188,6 +193,12 @@ def resolve(config: TrainConfig) -> TrainConfig:
             raise ValueError(
                 f"--{name.replace('_', '-')} must be {allowed}, got {getattr(config, name)}"
             )
+    if not 0 <= config.random_start <= 1:
+        raise ValueError(
+            f"--random-start must be a probability in [0, 1], got {config.random_start}"
+        )
+    if config.random_start and config.vec_env != "batched":
+        raise ValueError(f"--random-start needs --vec-env batched (got --vec-env {config.vec_env})")
     if config.batch_size > config.n_envs * config.n_steps:
         raise ValueError(
             f"--batch-size {config.batch_size} is larger than a rollout "
@@ -217,7 +228,12 @@ def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) ->
         # the trainer refreshes the pool after each snapshot: no timing in which one plays
         pool = OpponentPool(run_dir / "snapshots", config.opponents, refresh_seconds=math.inf)
         batch = ButtonUpVectorEnv(
-            config.n_envs, opponent=pool, episode="round", reward="round", encoding=config.encoding
+            config.n_envs,
+            opponent=pool,
+            episode="round",
+            reward="round",
+            encoding=config.encoding,
+            random_start=config.random_start,
         )
         venv: VecEnv = SB3VecEnv(batch)
         venv.seed(config.seed if seed is None else seed)
