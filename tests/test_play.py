@@ -295,6 +295,19 @@ def test_bot_names_are_case_insensitive() -> None:
     assert code == 0 and "against the perfect bot" in out
 
 
+def test_a_shipped_policy_is_an_opponent_by_name() -> None:
+    pytest.importorskip("onnxruntime")
+    code, out, err = play(["--opponent", "buttonup-ppo", "--seed", "3"], io.StringIO("q\n"))
+    assert code == 0 and err == "", err
+    assert "against the policy buttonup-ppo" in out
+
+
+def test_the_help_names_the_shipped_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # argparse would wrap at the hyphen
+    _, out, _ = play(["--help"], io.StringIO(""))
+    assert "buttonup-ppo" in out
+
+
 def test_an_illegal_opponent_move_is_reported() -> None:
     class Cheat:
         def act(self, state: State) -> int:
