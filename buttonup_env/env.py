@@ -75,7 +75,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     it clockwise from the bottom, one button on each following stack; a move whose last button
     lands on its own colour earns another turn. After eight moves one stack is left: each
     button scores its height, and the stronger colour scores the difference in points.
-    Rounds are played until a player reaches the target. ``RULES.md`` has the full rules.
+    Rounds are played until a player reaches the target. ``docs/rules.md`` has the full rules.
 
     One episode is one match (or one round, with ``episode="round"``). The agent plays one
     colour; the opponent's moves, its extra turns included, are played inside :meth:`step`.

@@ -319,7 +319,7 @@ def test_an_illegal_opponent_move_is_reported() -> None:
 
 
 # --- what a move looks like ---------------------------------------------------------------------
-WORKED_EXAMPLE = [  # RULES.md: layout B W W B B R W R R, Red starts; Red is "you"
+WORKED_EXAMPLE = [  # docs/rules.md: layout B W W B B R W R R, Red starts; Red is "you"
     (1, "You lift slot 1 (W): W lands on W on slot 2, you move again."),
     (2, "You lift slot 2 (WW): W lands on B on slot 4."),
     (4, "Black lifts slot 4 (BW): W lands on W on slot 6, Black moves again."),

@@ -7,8 +7,8 @@ Plays N matches with the seats alternating (and the first round's starter altern
 matches) and prints, from the model's side: matches won and lost with a 95% Wilson interval,
 the mean round margin, the mean regret per decision (how many round points worse than the exact
 solver's best move the model's choice was, averaged over the model's decisions) and matches per
-second. ``--json FILE`` writes the same figures; ``--record FILE`` writes the games as RULES.md
-match records, which ``python -m buttonup_env.replay FILE`` checks.
+second. ``--json FILE`` writes the same figures; ``--record FILE`` writes the games as match
+records (``docs/rules.md``), which ``python -m buttonup_env.replay FILE`` checks.
 
 A player is ``random``, ``greedy``, ``perfect``, the name of a shipped policy (``buttonup-ppo``)
 or a path to an exported ``.onnx`` policy (an SB3 ``.zip`` only with ``--trusted``: loading one
@@ -57,7 +57,7 @@ class EvaluateArgs:
     json: Path | None = None
     """Write the figures to this JSON file."""
     record: Path | None = None
-    """Write the games to this JSON Lines file (RULES.md match records)."""
+    """Write the games to this JSON Lines file (match records, see docs/rules.md)."""
     trusted: bool = False
     """Allow loading SB3 .zip files (they unpickle code: only files you made)."""
     progress: bool = True
