@@ -75,7 +75,8 @@ class Session:
         match: the match to play (its generator draws the layouts).
         opponent: the other player, anything with ``act(state) -> slot``.
         human: the colour the person plays.
-        stdin, stdout: where moves are read and everything is written.
+        stdin: where the person's moves are read.
+        stdout: where everything is written.
         color: colour the buttons with ANSI codes.
         hint: before each of the person's moves, show the exact value of every legal move.
         echo: write each line read back after the prompt (for piped input).
