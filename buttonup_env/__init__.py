@@ -39,9 +39,10 @@ if "ButtonUp-v0" not in registry:
 def load_policy(
     path: str | os.PathLike[str], *, trusted: bool = False, deterministic: bool = True
 ) -> Player:
-    """Load an exported policy as a player with ``act(state) -> slot``.
+    """Load a shipped policy by name (``"buttonup-ppo"``) or an exported one from its file.
 
-    See :func:`buttonup_env.policy.load_policy` (imported lazily: onnxruntime only when used).
+    Returns a player with ``act(state) -> slot``. See :func:`buttonup_env.policy.load_policy`
+    (imported lazily: onnxruntime only when used).
     """
     from .policy import load_policy as _load
 

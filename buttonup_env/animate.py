@@ -1,7 +1,7 @@
 """Animate a recorded game: ``python -m buttonup_env.animate RECORDS.jsonl --id ID --out game.gif``.
 
-The record (a round record or a match record in the JSON Lines format of RULES.md) is checked
-with :mod:`buttonup_env.records` first, then drawn move by move. Every board is
+The record (a round record or a match record in the JSON Lines format of ``docs/rules.md``) is
+checked with :mod:`buttonup_env.records` first, then drawn move by move. Every board is
 :func:`buttonup_env.render.rgb_array`, the picture of the environment's ``rgb_array`` mode,
 with a two-line caption under it (:func:`buttonup_env.render.caption`).
 
@@ -423,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Animate one record of a JSON Lines file; return the exit status."""
     parser = argparse.ArgumentParser(
         prog="python -m buttonup_env.animate",
-        description="Animate a recorded Button Up! round or match (JSON Lines, RULES.md format) "
+        description="Animate a recorded Button Up! round or match (JSON Lines game records) "
         "as a GIF or as numbered PNG frames, move by move.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

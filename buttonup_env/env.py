@@ -12,6 +12,7 @@ from gymnasium import spaces
 from . import render as _render
 from .bots import BOTS, Player
 from .encoding import SlotEncoding, legal_mask
+from .models import shipped_policies
 from .rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
@@ -33,28 +34,29 @@ ILLEGAL_ACTIONS = ("end", "raise")
 
 
 def make_opponent(spec: str | Path | Player) -> Player:
-    """A player from an opponent spec: ``"random"``, ``"greedy"``, ``"perfect"``, a path to an
-    exported policy, or any object with ``act(state)``."""
+    """A player from an opponent spec: ``"random"``, ``"greedy"``, ``"perfect"``, the name of a
+    shipped policy (``"buttonup-ppo"``), a path to an exported policy, or any object with
+    ``act(state)``."""
     if isinstance(spec, str) and spec in BOTS:
         return BOTS[spec]()
     if isinstance(spec, str | Path):
         path = Path(spec)
-        if path.suffix in (".onnx", ".zip") or path.exists():
+        if spec in shipped_policies() or path.suffix in (".onnx", ".zip") or path.exists():
             from .policy import load_policy
 
-            return load_policy(path)
+            return load_policy(spec)
         raise ValueError(
-            f"opponent {str(spec)!r} is not a bot name or a policy file; use one of "
-            f"{', '.join(repr(b) for b in BOTS)}, a path to an exported .onnx policy, or an "
-            "object with act(state)"
+            f"opponent {str(spec)!r} is not a bot name, a shipped policy or a policy file; use "
+            f"{_opponent_choices()}"
         )
     if callable(getattr(spec, "act", None)):
         return spec
-    raise ValueError(
-        f"opponent {spec!r} has no act(state) method; use one of "
-        f"{', '.join(repr(b) for b in BOTS)}, a path to an exported .onnx policy, or an object "
-        "with act(state)"
-    )
+    raise ValueError(f"opponent {spec!r} has no act(state) method; use {_opponent_choices()}")
+
+
+def _opponent_choices() -> str:
+    names = ", ".join(repr(name) for name in (*BOTS, *shipped_policies()))
+    return f"one of {names}, a path to an exported .onnx policy, or an object with act(state)"
 
 
 def _choice(name: str, value: object, allowed: tuple[Any, ...]) -> None:
@@ -73,7 +75,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     it clockwise from the bottom, one button on each following stack; a move whose last button
     lands on its own colour earns another turn. After eight moves one stack is left: each
     button scores its height, and the stronger colour scores the difference in points.
-    Rounds are played until a player reaches the target. ``RULES.md`` has the full rules.
+    Rounds are played until a player reaches the target. ``docs/rules.md`` has the full rules.
 
     One episode is one match (or one round, with ``episode="round"``). The agent plays one
     colour; the opponent's moves, its extra turns included, are played inside :meth:`step`.
@@ -126,7 +128,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     ## Arguments
     ``gymnasium.make("ButtonUp-v0", ...)``:
 
-    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, a path to an exported
+    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, the name of a shipped
+      policy (``"buttonup-ppo"``, see :mod:`buttonup_env.models`), a path to an exported
       ``.onnx`` policy, or any object with ``act(state) -> slot``. If it has ``reset(rng)``, it
       is called at every reset with the environment's generator. It can be replaced between
       episodes with :meth:`set_opponent`.

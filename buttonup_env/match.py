@@ -2,7 +2,8 @@
 
 :class:`Match` strings rounds together: it draws every layout from a seeded
 ``numpy.random.Generator``, applies the starting rule and the target (both from
-:mod:`buttonup_env.rules`) and writes the record of every round in the RULES.md format.
+:mod:`buttonup_env.rules`) and writes the record of every round in the record format of
+``docs/rules.md``.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class Match:
         }
 
     def record(self, id: str) -> dict[str, Any]:
-        """The match record (RULES.md format) of the rounds finished so far."""
+        """The match record (the format of ``docs/rules.md``) of the rounds finished so far."""
         return {
             "id": id,
             "target": self.target,

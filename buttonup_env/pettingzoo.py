@@ -73,7 +73,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
     it clockwise from the bottom, one button on each following stack; a move whose last button
     lands on its own colour earns another turn. After eight moves one stack is left: each
     button scores its height, and the stronger colour scores the difference in points.
-    Rounds are played until a player reaches the target. ``RULES.md`` has the full rules.
+    Rounds are played until a player reaches the target. ``docs/rules.md`` has the full rules.
 
     The agents are ``"red"`` (plays ``R``) and ``"black"`` (plays ``B``). One episode is one
     match; its rounds follow each other inside the episode. ``agent_selection`` is always the

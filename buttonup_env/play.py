@@ -1,7 +1,8 @@
 """Play Button Up! in a terminal against a bot or an exported policy.
 
-``python -m buttonup_env.play --opponent perfect|greedy|random|PATH.onnx [--color R|B]
-[--target N] [--seed S] [--hint] [--no-color]`` (installed as ``buttonup-play``).
+``python -m buttonup_env.play --opponent perfect|greedy|random|NAME|PATH.onnx [--color R|B]
+[--target N] [--seed S] [--hint] [--no-color]`` (installed as ``buttonup-play``), where
+``NAME`` is a shipped policy (``buttonup-ppo``).
 
 You type the slot to lift; the opponent's moves, every extra turn, the end of each round (final
 stack, strengths, points) and the end of the match are written out so that the game can be
@@ -38,6 +39,7 @@ import numpy as np
 from .bots import BOTS, PerfectBot, Player
 from .env import make_opponent
 from .match import Match
+from .models import shipped_policies
 from .render import COLOR_NAMES, paint
 from .rules import DEFAULT_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State, other
 
@@ -73,7 +75,8 @@ class Session:
         match: the match to play (its generator draws the layouts).
         opponent: the other player, anything with ``act(state) -> slot``.
         human: the colour the person plays.
-        stdin, stdout: where moves are read and everything is written.
+        stdin: where the person's moves are read.
+        stdout: where everything is written.
         color: colour the buttons with ANSI codes.
         hint: before each of the person's moves, show the exact value of every legal move.
         echo: write each line read back after the prompt (for piped input).
@@ -358,8 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--opponent",
         default="perfect",
-        metavar="perfect|greedy|random|PATH.onnx",
-        help="the bot to play against, or an exported .onnx policy (default: perfect)",
+        metavar="perfect|greedy|random|NAME|PATH.onnx",
+        help="the bot to play against, a shipped policy ("
+        + (", ".join(shipped_policies()) or "none")
+        + ") or an exported .onnx policy (default: perfect)",
     )
     parser.add_argument(
         "--color",

@@ -11,12 +11,14 @@ unpickles Python objects, which can run any code. Never load a ``.zip`` you did 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .encoding import ENCODINGS, RingEncoding, SlotEncoding
+from .models import shipped_policies, shipped_policy_path
 from .rules import State
 
 META_ENCODING = "buttonup_env.encoding"
@@ -155,20 +157,38 @@ class SB3Policy(_PolicyPlayer):
             return dist.distribution.logits.cpu().numpy()
 
 
+def policy_file(path: str | os.PathLike[str]) -> Path:
+    """The file ``path`` names: a shipped policy's file for its name, otherwise ``path`` itself.
+
+    A string with no folder in it and no ``.onnx`` / ``.zip`` ending is a name: a shipped
+    policy's (see :mod:`buttonup_env.models`), or, if there is no such policy, an existing file
+    of that name. Raises ``ValueError`` listing the shipped names when it is neither.
+    """
+    if isinstance(path, str) and path in shipped_policies():
+        return shipped_policy_path(path)
+    file = Path(path)
+    is_name = isinstance(path, str) and file.name == path and file.suffix not in (".onnx", ".zip")
+    if is_name and not file.exists():
+        return shipped_policy_path(path)  # no policy has that name: raises, listing the names
+    return file
+
+
 def load_policy(
-    path: str | Path, *, trusted: bool = False, deterministic: bool = True
+    path: str | os.PathLike[str], *, trusted: bool = False, deterministic: bool = True
 ) -> OnnxPolicy | SB3Policy:
     """Load an exported policy as a player with ``act(state) -> slot``.
 
-    ``path`` is an ``.onnx`` file written by ``training/export.py`` (needs onnxruntime only),
-    or, with ``trusted=True``, a Stable-Baselines3 ``.zip`` (needs the ``train`` extra; loading
-    it runs pickled code, so only for files you made). The player applies the legal-move mask
-    to the logits and lifts the best legal slot (``deterministic=False`` samples instead).
+    ``path`` is the name of a shipped policy (``"buttonup-ppo"``; the names are in
+    :func:`buttonup_env.models.shipped_policies`), an ``.onnx`` file written by
+    ``training/export.py`` (both need onnxruntime only), or, with ``trusted=True``, a
+    Stable-Baselines3 ``.zip`` (needs the ``train`` extra; loading it runs pickled code, so only
+    for files you made). The player applies the legal-move mask to the logits and lifts the
+    best legal slot (``deterministic=False`` samples instead).
 
     Raises ``ValueError`` naming the file when it is missing, unreadable, or not a policy for
-    this game's observations.
+    this game's observations, and listing the shipped policies for an unknown name.
     """
-    path = Path(path)
+    path = policy_file(path)
     if path.is_dir():
         raise ValueError(f"{path} is a directory; expected a policy file (.onnx)")
     if not path.is_file():

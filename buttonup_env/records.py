@@ -1,4 +1,4 @@
-"""Game records in the JSON Lines format of RULES.md: reading, writing and checking.
+"""Game records in the JSON Lines format of ``docs/rules.md``: reading, writing, checking.
 
 A round record's ``layout``, ``first`` and ``moves`` are its input; ``movers``, ``extra_turn``,
 ``boards``, ``strength``, ``points`` and ``score_after`` are claims about the result, checked

@@ -18,7 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the checker; return the exit status."""
     parser = argparse.ArgumentParser(
         prog="python -m buttonup_env.replay",
-        description="Check Button Up! game records (JSON Lines, RULES.md format): replay every "
+        description="Check Button Up! game records (JSON Lines, see docs/rules.md): replay every "
         "move and verify every claim.",
         epilog="Exit status: 0 all valid, 1 some record invalid, 2 a file could not be read.",
     )

@@ -1,4 +1,4 @@
-"""The rules of Button Up! (``RULES.md``), with no dependency beyond the standard library.
+"""The rules of Button Up! (``docs/rules.md``), with no dependency beyond the standard library.
 
 A :class:`State` is an immutable position: the nine slots, whose turn it is, the match score,
 the target and who started the current round. Every rule lives in exactly one function here:
@@ -71,13 +71,13 @@ def random_layout(rng: RandomSource) -> Board:
 
 
 def parse_board(text: str) -> Board:
-    """Read a board in the RULES.md notation (``"B . . BW BW R W R R"``).
+    """Read a board in the notation of ``docs/rules.md`` (``"B . . BW BW R W R R"``).
 
     Raises ``ValueError`` naming the text when it is not nine slots of ``R``/``B``/``W`` or ``.``
     holding three buttons of each colour.
     """
     if not isinstance(text, str):
-        raise ValueError(f"a board must be a string in the RULES.md notation, got {text!r}")
+        raise ValueError(f"a board must be a string such as 'B . . BW BW R W R R', got {text!r}")
     parts = text.split()
     if len(parts) != NUM_SLOTS:
         raise ValueError(
@@ -108,7 +108,7 @@ def _check_board(board: tuple[object, ...], text: str | None = None) -> Board:
 
 
 def format_board(board: Sequence[str]) -> str:
-    """Write a board in the RULES.md notation."""
+    """Write a board in the notation of ``docs/rules.md``."""
     return " ".join(stack or "." for stack in board)
 
 
@@ -262,7 +262,7 @@ class State:
         target: int = DEFAULT_TARGET,
         starter: Color | None = None,
     ) -> State:
-        """A position from a board in the RULES.md notation, e.g. ``"B . . BW BW R W R R"``.
+        """A position from a board in the notation of ``docs/rules.md`` (``"B . . BW BW R W R R"``).
 
         ``score`` is ``{"R": int, "B": int}`` (default 0-0). ``starter`` (who started this round,
         used by the starting rule of the next round) defaults to ``to_move``.
@@ -315,7 +315,7 @@ class State:
     # ----------------------------------------------------------------------------------------
     @property
     def notation(self) -> str:
-        """The board in the RULES.md notation."""
+        """The board in the notation of ``docs/rules.md``."""
         return format_board(self.board)
 
     @property
@@ -424,8 +424,9 @@ class State:
     def next_round(self, layout: Sequence[str] | str) -> State:
         """The first position of the next round of the match, set up with ``layout``.
 
-        The starter follows RULES.md: fewer points, or on equal points whoever did not start this
-        round. Raises ``ValueError`` if this round is not over or the match is already won.
+        The starter follows the starting rule: fewer points, or on equal points whoever did not
+        start this round. Raises ``ValueError`` if this round is not over or the match is already
+        won.
         """
         if not self.round_over:
             raise ValueError(

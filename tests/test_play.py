@@ -295,6 +295,19 @@ def test_bot_names_are_case_insensitive() -> None:
     assert code == 0 and "against the perfect bot" in out
 
 
+def test_a_shipped_policy_is_an_opponent_by_name() -> None:
+    pytest.importorskip("onnxruntime")
+    code, out, err = play(["--opponent", "buttonup-ppo", "--seed", "3"], io.StringIO("q\n"))
+    assert code == 0 and err == "", err
+    assert "against the policy buttonup-ppo" in out
+
+
+def test_the_help_names_the_shipped_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # argparse would wrap at the hyphen
+    _, out, _ = play(["--help"], io.StringIO(""))
+    assert "buttonup-ppo" in out
+
+
 def test_an_illegal_opponent_move_is_reported() -> None:
     class Cheat:
         def act(self, state: State) -> int:
@@ -306,7 +319,7 @@ def test_an_illegal_opponent_move_is_reported() -> None:
 
 
 # --- what a move looks like ---------------------------------------------------------------------
-WORKED_EXAMPLE = [  # RULES.md: layout B W W B B R W R R, Red starts; Red is "you"
+WORKED_EXAMPLE = [  # docs/rules.md: layout B W W B B R W R R, Red starts; Red is "you"
     (1, "You lift slot 1 (W): W lands on W on slot 2, you move again."),
     (2, "You lift slot 2 (WW): W lands on B on slot 4."),
     (4, "Black lifts slot 4 (BW): W lands on W on slot 6, Black moves again."),

@@ -3,12 +3,14 @@ without torch, and every bad file is refused with a sentence that names it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +24,7 @@ from torch import nn
 import buttonup_env
 from buttonup_env.encoding import ENCODINGS
 from buttonup_env.export import export_onnx
+from buttonup_env.models import SHIPPED_DIR, shipped_policies, shipped_policy_path
 from buttonup_env.nets import RingPolicy
 from buttonup_env.policy import (
     META_ENCODING,
@@ -506,3 +509,74 @@ def test_sb3_policy_refuses_an_unknown_observation_size() -> None:
     assert "fake.zip" in message
     for encoding in ENCODINGS.values():
         assert f"{encoding.name}: {encoding.size}" in message
+
+
+# --- the policies shipped inside the package, loaded by name --------------------------------------
+def test_buttonup_ppo_is_shipped_with_its_card() -> None:
+    assert "buttonup-ppo" in shipped_policies()
+    for name in shipped_policies():
+        card = json.loads((SHIPPED_DIR / f"{name}.json").read_text())
+        assert card["model"] == f"{name}.onnx"
+
+
+@pytest.mark.parametrize("name", shipped_policies())
+def test_a_shipped_policy_loads_by_name_and_plays(name: str) -> None:
+    policy = load_policy(name)
+    assert isinstance(policy, OnnxPolicy) and policy.path == SHIPPED_DIR / f"{name}.onnx"
+    assert buttonup_env.load_policy(name).path == policy.path
+    for state in random_positions(3, 50):
+        assert policy.act(state) in state.legal_moves()
+
+
+def test_a_shipped_policy_still_loads_from_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    path = shipped_policy_path("buttonup-ppo")
+    monkeypatch.chdir(SHIPPED_DIR)
+    for spec in (path, str(path), "buttonup-ppo.onnx", "./buttonup-ppo.onnx"):
+        assert load_policy(spec).path.resolve() == path
+
+
+def test_a_bare_file_name_is_a_file_when_no_policy_has_that_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("mine").write_bytes(shipped_policy_path("buttonup-ppo").read_bytes())
+    assert load_policy("mine").path == Path("mine")
+
+
+@pytest.mark.parametrize("name", ["buttonup-xyz", "Buttonup-PPO", "random"])
+def test_an_unknown_policy_name_lists_the_shipped_ones(name: str) -> None:
+    with pytest.raises(ValueError) as error:
+        load_policy(name)
+    message = str(error.value)
+    assert "\n" not in message and repr(name) in message
+    for shipped in shipped_policies():
+        assert repr(shipped) in message
+    assert ".onnx" in message  # and says that a path works too
+
+
+def test_the_env_plays_against_a_shipped_policy_by_name() -> None:
+    env = gym.make("ButtonUp-v0", opponent="buttonup-ppo", target=3)
+    _, info = env.reset(seed=5)
+    assert env.unwrapped.opponent.path == shipped_policy_path("buttonup-ppo")
+    terminated = False
+    while not terminated:
+        action = int(np.flatnonzero(info["action_mask"])[0])
+        _, _, terminated, _, info = env.step(action)
+    assert info["state"].match_over
+
+
+def test_an_unknown_opponent_lists_the_bots_and_the_shipped_policies() -> None:
+    with pytest.raises(ValueError) as error:
+        gym.make("ButtonUp-v0", opponent="buttonup-xyz")
+    message = str(error.value)
+    for name in ("random", "greedy", "perfect", *shipped_policies()):
+        assert repr(name) in message
+
+
+def test_evaluate_takes_a_shipped_policy_name(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    evaluate = training_script("evaluate")
+    assert evaluate.make_player("buttonup-ppo", False).path == shipped_policy_path("buttonup-ppo")
+    with pytest.raises(ValueError, match="buttonup-ppo"):
+        evaluate.make_player("buttonup-xyz", False)

@@ -254,7 +254,7 @@ def test_round_record_with_bad_input_is_invalid(key: str, value: object) -> None
 
 @pytest.mark.parametrize("key", ["points", "score_after"])
 def test_false_claim_on_a_round_record_is_invalid(key: str) -> None:
-    """RULES.md: every field of a round record but layout, first and moves is a claim."""
+    """docs/rules.md: every field of a round record but layout, first and moves is a claim."""
     record = dict(ROUNDS[0])
     assert problem(record) is None
     record[key] = {"R": 99, "B": 99}

@@ -1,4 +1,4 @@
-"""The rules core (``buttonup_env.rules``) against RULES.md: tables of moves and boards."""
+"""The rules core (``buttonup_env.rules``) against docs/rules.md: tables of moves and boards."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from buttonup_env.rules import (
 
 WORKED_LAYOUT = "B W W B B R W R R"
 
-# The worked example of RULES.md: (move number, mover, slot, board after, extra turn).
+# The worked example of docs/rules.md: (move number, mover, slot, board after, extra turn).
 WORKED_EXAMPLE = [
     (1, "R", 1, "B . WW B B R W R R", True),
     (2, "R", 2, "B . . BW BW R W R R", False),
@@ -167,7 +167,7 @@ def test_move_empties_exactly_the_lifted_slot() -> None:
 @pytest.mark.parametrize(
     ("stack", "expected"),
     [
-        ("RBBBRWRWW", {"R": 13, "B": 9}),  # RULES.md
+        ("RBBBRWRWW", {"R": 13, "B": 9}),  # docs/rules.md
         ("RRRBBBWWW", {"R": 6, "B": 15}),
         ("WWWRRRBBB", {"R": 15, "B": 24}),
         ("BBBWWWRRR", {"R": 24, "B": 6}),

@@ -1,17 +1,18 @@
 """Evaluate a policy against a bot or another policy.
 
-    python training/evaluate.py --model models/buttonup-ppo.onnx --opponent perfect --matches 500
+    python training/evaluate.py --model buttonup-ppo --opponent perfect --matches 500
     python training/evaluate.py --model a.onnx --opponent b.onnx --matches 200 --record games.jsonl
 
 Plays N matches with the seats alternating (and the first round's starter alternating every two
 matches) and prints, from the model's side: matches won and lost with a 95% Wilson interval,
 the mean round margin, the mean regret per decision (how many round points worse than the exact
 solver's best move the model's choice was, averaged over the model's decisions) and matches per
-second. ``--json FILE`` writes the same figures; ``--record FILE`` writes the games as RULES.md
-match records, which ``python -m buttonup_env.replay FILE`` checks.
+second. ``--json FILE`` writes the same figures; ``--record FILE`` writes the games as match
+records (``docs/rules.md``), which ``python -m buttonup_env.replay FILE`` checks.
 
-A player is ``random``, ``greedy``, ``perfect`` or a path to an exported ``.onnx`` policy (an
-SB3 ``.zip`` only with ``--trusted``: loading one runs pickled code).
+A player is ``random``, ``greedy``, ``perfect``, the name of a shipped policy (``buttonup-ppo``)
+or a path to an exported ``.onnx`` policy (an SB3 ``.zip`` only with ``--trusted``: loading one
+runs pickled code).
 
 ``--opponent best-response`` measures exploitability instead, exactly and without sampling: how
 many round points the best possible reply strategy gains against the model's greedy choices,
@@ -32,6 +33,7 @@ from tqdm import tqdm
 from buttonup_env.bots import BOTS, GreedyBot, Player, RandomBot
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
+from buttonup_env.models import shipped_policies
 from buttonup_env.policy import load_policy
 from buttonup_env.records import write_records
 from buttonup_env.rules import LAYOUTS
@@ -42,9 +44,10 @@ class EvaluateArgs:
     """Evaluate a policy (or bot) against an opponent over whole matches."""
 
     model: str
-    """The player measured: a .onnx policy (or random|greedy|perfect)."""
+    """The player measured: a .onnx policy, a shipped policy's name, or random|greedy|perfect."""
     opponent: str = "random"
-    """random|greedy|perfect, a path to another policy, or best-response (exploitability)."""
+    """random|greedy|perfect, a shipped policy's name, a path to another policy, or
+    best-response (exploitability)."""
     matches: int = 1000
     """Matches to play."""
     seed: int = 0
@@ -54,7 +57,7 @@ class EvaluateArgs:
     json: Path | None = None
     """Write the figures to this JSON file."""
     record: Path | None = None
-    """Write the games to this JSON Lines file (RULES.md match records)."""
+    """Write the games to this JSON Lines file (match records, see docs/rules.md)."""
     trusted: bool = False
     """Allow loading SB3 .zip files (they unpickle code: only files you made)."""
     progress: bool = True
@@ -62,13 +65,16 @@ class EvaluateArgs:
 
 
 def make_player(spec: str, trusted: bool) -> Player:
-    """A bot by name or a policy from a file; ``ValueError`` otherwise."""
+    """A bot or a shipped policy by name, or a policy from a file; ``ValueError`` otherwise."""
     if spec in BOTS:
         return BOTS[spec]()
+    if spec in shipped_policies():
+        return load_policy(spec)
     path = Path(spec)
     if not path.exists():
         raise ValueError(
-            f"{spec!r} is neither a bot ({', '.join(BOTS)}) nor an existing policy file"
+            f"{spec!r} is neither a bot ({', '.join(BOTS)}), a shipped policy "
+            f"({', '.join(shipped_policies())}) nor an existing policy file"
         )
     return load_policy(path, trusted=trusted)
 

@@ -1,13 +1,15 @@
 """Export a trained policy to ONNX with its model card.
 
     python training/export.py runs/NAME                      # the run's best checkpoint
-    python training/export.py runs/NAME --which latest --out models/my-agent.onnx
+    python training/export.py runs/NAME --which latest --out my-agent.onnx
+    python training/export.py runs/NAME --out buttonup_env/models/buttonup-ppo.onnx  # ship it
 
 Writes ``OUT`` (the policy network: observations to action logits; needs only onnxruntime to
 run, see ``buttonup_env.load_policy``) and ``OUT`` with ``.json`` (the card: the training
 command, config, seed, code version, training steps and time, the evaluation against the
 random bot and the perfect bot, and the exact exploitability). Training calls the same code at
-its end.
+its end. The policies shipped with the package are the ``.onnx`` files (and cards) in
+``buttonup_env/models/``: exporting there replaces or adds one, loadable by its file name.
 
 This loads the run's SB3 checkpoint, which unpickles Python code: export only runs you made.
 """

@@ -1,6 +1,6 @@
 """Self-play MaskablePPO training for Button Up!.
 
-    python training/train.py                   # the full run that made models/buttonup-ppo.onnx
+    python training/train.py                   # the full run behind the shipped buttonup-ppo
     python training/train.py --preset quick    # a few minutes: a first agent to look at
     python training/train.py --resume runs/NAME
 

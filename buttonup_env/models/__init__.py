@@ -1,0 +1,41 @@
+"""The policies shipped inside the package, loadable by name.
+
+Every ``NAME.onnx`` in this folder (``buttonup_env/models/`` in the repository, installed with
+the package) is a shipped policy called ``NAME``, with its model card ``NAME.json`` beside it:
+``buttonup_env.load_policy("buttonup-ppo")``, ``gymnasium.make("ButtonUp-v0",
+opponent="buttonup-ppo")`` and ``buttonup-play --opponent buttonup-ppo`` all find it here.
+
+To ship a new policy, export it into this folder from a clone of the repository::
+
+    python training/export.py runs/NAME --which best --out buttonup_env/models/buttonup-ppo.onnx
+
+which writes the ``.onnx`` file and its ``.json`` card; both are package data
+(``pyproject.toml``), so the next wheel carries them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SHIPPED_DIR = Path(__file__).resolve().parent
+"""The folder holding the shipped policies and their cards."""
+
+
+def shipped_policies() -> list[str]:
+    """The names of the shipped policies (the ``.onnx`` files in :data:`SHIPPED_DIR`), sorted."""
+    return sorted(path.stem for path in SHIPPED_DIR.glob("*.onnx"))
+
+
+def shipped_policy_path(name: str) -> Path:
+    """The ``.onnx`` file of the shipped policy ``name``.
+
+    Raises ``ValueError`` listing the shipped names when there is no policy of that name.
+    """
+    known = shipped_policies()
+    if name not in known:
+        listed = ", ".join(repr(n) for n in known) or "none"
+        raise ValueError(
+            f"there is no shipped policy named {name!r}; the shipped policies are {listed} "
+            "(or give the path to an exported .onnx file)"
+        )
+    return SHIPPED_DIR / f"{name}.onnx"
