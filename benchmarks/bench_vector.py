@@ -117,8 +117,7 @@ def main() -> None:
     }
     ButtonUpVectorEnv(1)  # load (or build) the tables before timing anything
     print(
-        f"agent steps per second, median of {args.repeats} repeats of about "
-        f"{args.seconds:g} s each"
+        f"agent steps per second, median of {args.repeats} repeats of about {args.seconds:g} s each"
     )
     header = f"  {'num_envs':>8}" + "".join(f"  {name:>36}" for name in makers)
     print(header + f"  {'ButtonUp random / CartPole':>28}")

@@ -20,6 +20,7 @@ from gymnasium.vector.utils import batch_space
 
 from .encoding import MAX_LEGAL
 from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice
+from .models import shipped_policies
 from .rules import DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
 from .tables import RED, GameTables, game_tables
 
@@ -143,8 +144,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     ``gymnasium.make_vec("ButtonUp-v0", num_envs=N, ...)`` or ``ButtonUpVectorEnv(N, ...)``:
 
     * ``num_envs``: how many games (>= 1).
-    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, a path to an exported
-      ``.onnx`` policy (or a policy loaded with :func:`buttonup_env.load_policy`), or an
+    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, the name of a shipped
+      policy (``"buttonup-ppo"``), a path to an exported ``.onnx`` policy (or a policy loaded
+      with :func:`buttonup_env.load_policy`), or an
       :class:`~buttonup_env.selfplay.OpponentPool` (the training pool: a new opponent per
       episode, for each env).
     * ``agent_color``, ``target``, ``reward``, ``episode``, ``illegal_action``: as ButtonUp-v0.
@@ -256,15 +258,16 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         policy = None
         if isinstance(opponent, str | Path):
             path = Path(opponent)
-            if path.suffix != ".onnx" and not path.is_file():
+            if opponent not in shipped_policies() and path.suffix != ".onnx" and not path.is_file():
+                names = ", ".join(map(repr, (*BOT_NAMES, *shipped_policies())))
                 raise ValueError(
-                    f"opponent {str(opponent)!r} is not a bot name or a policy file; use one of "
-                    f"{', '.join(map(repr, BOT_NAMES))}, a path to an exported .onnx policy, or "
-                    "an OpponentPool"
+                    f"opponent {str(opponent)!r} is not a bot name, a shipped policy or a policy "
+                    f"file; use one of {names}, a path to an exported .onnx policy, or an "
+                    "OpponentPool"
                 )
             from .policy import load_policy
 
-            policy = load_policy(path)
+            policy = load_policy(opponent)
         elif callable(getattr(opponent, "logits", None)) and hasattr(opponent, "encoding"):
             policy = opponent
         if policy is None or policy.encoding.name not in ENCODING_SIZES:

@@ -15,12 +15,13 @@ from buttonup_env import solver
 from buttonup_env.bots import GreedyBot, immediate_margin
 from buttonup_env.encoding import ENCODINGS, legal_mask
 from buttonup_env.env import MAX_ROUND_MARGIN
+from buttonup_env.models import shipped_policy_path
 from buttonup_env.rules import LAYOUTS, State, other, sow
 from buttonup_env.selfplay import OpponentMix, OpponentPool
 from buttonup_env.tables import game_tables
 from buttonup_env.vector import ButtonUpVectorEnv
 
-MODEL = Path(__file__).resolve().parent.parent / "models" / "buttonup-ppo.onnx"
+MODEL = shipped_policy_path("buttonup-ppo")
 COLORS = ("R", "B")
 
 
@@ -371,8 +372,9 @@ def test_random_opponent_plays_every_legal_move() -> None:
     assert 0.25 < np.mean(firsts) < 0.42  # a third, uniformly
 
 
-def test_onnx_opponent_plays_like_the_loaded_policy() -> None:
-    moves = opponent_moves(ButtonUpVectorEnv(16, opponent=str(MODEL)), steps=30)
+@pytest.mark.parametrize("spec", ["buttonup-ppo", str(MODEL)])
+def test_onnx_opponent_plays_like_the_loaded_policy(spec: str) -> None:
+    moves = opponent_moves(ButtonUpVectorEnv(16, opponent=spec), steps=30)
     policy = buttonup_env.load_policy(MODEL)
     assert len(moves) > 200
     assert all(policy.act(state) == slot for state, slot in moves)
