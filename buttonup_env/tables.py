@@ -124,6 +124,8 @@ class GameTables:
         self.extra_turn = arrays["extra_turn"]
         self.legal = self.next_board >= 0
         self.num_legal = self.legal.sum(axis=1).astype(np.int8)
+        self.legal_int8 = self.legal.astype(np.int8)
+        self.legal_views_int8 = (np.arange(MAX_LEGAL) < self.num_legal[:, None]).astype(np.int8)
         order = np.argsort(~self.legal, axis=1, kind="stable")[:, :MAX_LEGAL]
         self.legal_slots = np.where(
             np.arange(MAX_LEGAL) < self.num_legal[:, None], order, -1
@@ -146,6 +148,10 @@ class GameTables:
         best = self.move_values.max(axis=2, keepdims=True)
         self.perfect_moves = self.legal[:, None, :] & (self.move_values == best)
         self.greedy_moves = self._greedy()
+        # the same choices as lists, for drawing one with a single look-up (see choices())
+        self.random_choices = self.legal_slots, self.num_legal
+        self.perfect_choices = self._choices(self.perfect_moves)
+        self.greedy_choices = self._choices(self.greedy_moves)
 
         # 27 observation features of every stack, seen by Red (0) and by Black (1)
         planes = np.zeros((2, len(self.stacks), STACK_FEATURES), dtype=np.float32)
@@ -155,6 +161,9 @@ class GameTables:
                     channel = 2 if button == "W" else int((button == "R") == (own == BLACK))
                     planes[own, k, CHANNELS * height + channel] = 1.0
         self.planes = planes
+        self.flat_planes = planes.reshape(-1, STACK_FEATURES)  # row own * S + stack
+        self.next_flat = self.next_board.ravel()  # index board * 9 + slot
+        self.extra_flat = self.extra_turn.ravel()
 
     # ------------------------------------------------------------------------------------
     def _child_values(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -194,6 +203,14 @@ class GameTables:
             score = np.where(self.legal, extra + sign * self.board_margin[child], -10_000)
             out[:, mover, :] = self.legal & (score == score.max(axis=1, keepdims=True))
         return out
+
+    @staticmethod
+    def _choices(moves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(NB, 2, 3) candidate slots (-1 padded) and (NB, 2) their number, from a mask."""
+        count = moves.sum(axis=2).astype(np.int8)
+        order = np.argsort(~moves, axis=2, kind="stable")[:, :, :MAX_LEGAL]
+        slots = np.where(np.arange(MAX_LEGAL) < count[..., None], order, -1).astype(np.int8)
+        return slots, count
 
     # ------------------------------------------------------------------------------------
     @functools.cached_property

@@ -40,6 +40,12 @@ def _pick(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return (mask.cumsum(axis=1) > k[:, None]).argmax(axis=1)
 
 
+def _draw(slots: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One of the first ``counts[i]`` entries of each row ``slots[i]``, uniformly at random."""
+    k = (rng.random(len(counts)) * counts).astype(np.int64)
+    return slots[np.arange(len(counts)), k].astype(np.int64)
+
+
 class _Bot:
     """A built-in bot for a batch: its candidate moves come from a table, ties at random."""
 
@@ -47,17 +53,17 @@ class _Bot:
         self.name = name
         self.tables = tables
         self.rng = np.random.default_rng()
+        if name == "random":
+            self.slots, self.counts = tables.legal_slots, tables.num_legal
+        else:  # per board and mover: flatten to one index, board * 2 + mover
+            slots, counts = getattr(tables, f"{name}_choices")
+            self.slots, self.counts = slots.reshape(-1, MAX_LEGAL), counts.reshape(-1)
 
     def act(self, env: ButtonUpVectorEnv, idx: np.ndarray, mover: np.ndarray) -> np.ndarray:
-        t = self.tables
-        boards = env._board[idx]
-        if self.name == "random":
-            mask = t.legal[boards]
-        elif self.name == "greedy":
-            mask = t.greedy_moves[boards, mover]
-        else:
-            mask = t.perfect_moves[boards, mover]
-        return _pick(mask, self.rng)
+        rows = env._board[idx]
+        if self.name != "random":
+            rows = 2 * rows + mover
+        return _draw(self.slots[rows], self.counts[rows], self.rng)
 
     def __repr__(self) -> str:
         return f"{self.name} bot"
@@ -327,17 +333,19 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         n = len(boards)
         if encoding == "slots":
             obs = np.empty((n, ENCODING_SIZES["slots"]), dtype=np.float32)
-            obs[:, :243] = t.planes[own[:, None], t.boards[boards]].reshape(n, -1)
+            rows = t.boards[boards] + (own * len(t.stacks))[:, None]  # (own, stack) flattened
+            np.take(t.flat_planes, rows, axis=0, out=obs[:, :243].reshape(n, 9, -1), mode="clip")
             score = self._score[idx]
-            mine = np.take_along_axis(score, own[:, None], axis=1)[:, 0]
-            theirs = np.take_along_axis(score, 1 - own[:, None], axis=1)[:, 0]
+            mine = np.where(own == RED, score[:, 0], score[:, 1])
+            theirs = np.where(own == RED, score[:, 1], score[:, 0])
             # as ButtonUp-v0: the division in float64, then float32
             obs[:, 243] = np.minimum(mine / self.target, 1.0)
             obs[:, 244] = np.minimum(theirs / self.target, 1.0)
             obs[:, 245] = 1.0 / self.target
             return obs
         views = t.afterstate_views if encoding == "afterstates" else t.ring_views
-        planes = t.planes[own[:, None, None], views[boards]].reshape(n, MAX_LEGAL, -1)
+        rows = views[boards] + (own * len(t.stacks))[:, None, None]
+        planes = t.flat_planes[rows].reshape(n, MAX_LEGAL, -1)
         if encoding == "afterstates":
             planes = np.concatenate([planes, t.afterstate_flags[boards]], axis=2)
         return planes.reshape(n, -1)
@@ -347,9 +355,13 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         return self.encode(self.encoding, idx, self._agent[idx])
 
     def _mask(self, encoding: str, boards: np.ndarray) -> np.ndarray:
+        """Boolean masks of the legal actions on ``boards`` in ``encoding``."""
+        return self._mask_int8(encoding, boards).view(bool)
+
+    def _mask_int8(self, encoding: str, boards: np.ndarray) -> np.ndarray:
         if encoding == "slots":
-            return self.tables.legal[boards]
-        return np.arange(MAX_LEGAL) < self.tables.num_legal[boards][:, None]
+            return self.tables.legal_int8[boards]
+        return self.tables.legal_views_int8[boards]
 
     def action_masks(self) -> np.ndarray:
         """Boolean masks of the legal actions, (num_envs, 9) or (num_envs, 3)."""
@@ -398,10 +410,11 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Play the legal ``slots`` in the envs ``idx``; end the rounds that end."""
         t = self.tables
         board = self._board[idx]
-        child = t.next_board[board, slots]
+        flat = board * NUM_SLOTS + slots
+        child = t.next_flat[flat]
         mover = self._to_move[idx]
         self._board[idx] = child
-        self._to_move[idx] = np.where(t.extra_turn[board, slots], mover, 1 - mover)
+        self._to_move[idx] = np.where(t.extra_flat[flat], mover, 1 - mover)
         over = t.over[child]
         if over.any():
             self._end_rounds(idx[over], out)
@@ -472,9 +485,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             "_round_points": np.zeros(n, dtype=bool),
         }
 
-    def _info(self, out: dict[str, np.ndarray], obs_mask: np.ndarray) -> dict[str, Any]:
+    def _info(self, out: dict[str, np.ndarray]) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "action_mask": obs_mask.astype(np.int8),
+            "action_mask": self._mask_int8(self.encoding, self._board),
             "agent_color": np.array(COLORS)[self._agent],
         }
         if out["_round_points"].any():
@@ -505,7 +518,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self._start_episodes(np.arange(self.num_envs))
         self._play_opponents(out)
         obs = self._observe(slice(None))
-        return obs, self._info(out, self.action_masks())
+        return obs, self._info(out)
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         array = np.asarray(actions)
@@ -562,7 +575,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._start_episodes(ended)
             self._play_opponents(out)  # the new episodes' opening moves (they cannot end them)
         obs = self._observe(slice(None))
-        info = self._info(out, self.action_masks())
+        info = self._info(out)
         info.update(info_extra)
         return obs, out["reward"], terminated, np.zeros(self.num_envs, dtype=bool), info
 
