@@ -1,18 +1,25 @@
-"""Training throughput: the default training setup beside plain SB3 PPO on CartPole-v1.
+"""Training throughput: the default training setup, the previous one, and SB3 PPO on CartPole.
 
-    python benchmarks/bench_training.py [--steps 65536] [--repeats 3]
+    python benchmarks/bench_training.py [--steps 131072] [--repeats 3]
 
-Both learn for ``--steps`` environment steps with the same number of envs (a DummyVecEnv of
-``n_envs`` from training/train.py's defaults), one after the other, ``--repeats`` times; the
-figures are medians of steps per second (rollouts and gradient updates together) and the ratio
-is taken within each repeat. The ButtonUp side is exactly the default training run's model,
-envs and opponent pool, without its periodic evaluations and checkpoints. CartPole uses SB3's
-default PPO hyperparameters with the same n_steps as the training run.
+Three learners run one after the other, ``--repeats`` times, each for ``--steps`` environment
+steps; the figures are medians of steps per second (rollouts and gradient updates together),
+and the ratios are taken within each repeat (the machine is shared and noisy):
+
+* ``default``: exactly the default training run's model, envs and opponent pool
+  (training/train.py's defaults), without its periodic evaluations and checkpoints;
+* ``previous``: the defaults before the batched env (ButtonUp-v0 envs in a DummyVecEnv, 8 envs
+  x 256 steps, batch 512, 2 x 256 hidden units), the same otherwise;
+* ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
+
+For both ButtonUp setups it also reports where the time goes: the share spent collecting
+rollouts (env steps and the policy's forward passes) against the gradient updates.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -21,6 +28,7 @@ from pathlib import Path
 
 import torch as th
 from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
@@ -28,21 +36,54 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
 from train import TrainConfig, make_model, resolve
 from train import make_vec_env as make_training_envs
 
+PREVIOUS = dict(vec_env="dummy", n_envs=8, n_steps=256, batch_size=512, hidden=(256, 256))
+"""The training defaults before the batched env (commit e8c9c8e)."""
 
-def buttonup(config: TrainConfig, steps: int) -> float:
+
+class TimeSplit(BaseCallback):
+    """Wall time spent collecting rollouts and in the updates between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rollout = self.update = 0.0
+        self._mark = time.perf_counter()
+
+    def _on_rollout_start(self) -> None:
+        now = time.perf_counter()
+        self.update += now - self._mark
+        self._mark = now
+
+    def _on_rollout_end(self) -> None:
+        now = time.perf_counter()
+        self.rollout += now - self._mark
+        self._mark = now
+
+    def _on_training_end(self) -> None:
+        self._on_rollout_start()
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def buttonup(config: TrainConfig, steps: int) -> tuple[float, float]:
+    """Steps per second, and the share of the time spent collecting rollouts."""
     with tempfile.TemporaryDirectory() as folder:
         run_dir = Path(folder)
         (run_dir / "snapshots").mkdir()
         venv = make_training_envs(config, run_dir)
         model = make_model(config, venv)
+        split = TimeSplit()
         start = time.perf_counter()
-        model.learn(steps)
-        return model.num_timesteps / (time.perf_counter() - start)
+        split._mark = start
+        model.learn(steps, callback=split)
+        rate = model.num_timesteps / (time.perf_counter() - start)
+        venv.close()
+        return rate, split.rollout / (split.rollout + split.update)
 
 
-def cartpole(config: TrainConfig, steps: int) -> float:
-    venv = make_vec_env("CartPole-v1", n_envs=config.n_envs, seed=0)
-    model = PPO("MlpPolicy", venv, n_steps=config.n_steps, seed=0, device="cpu")
+def cartpole(steps: int) -> float:
+    venv = make_vec_env("CartPole-v1", n_envs=8, seed=0)
+    model = PPO("MlpPolicy", venv, seed=0, device="cpu")
     start = time.perf_counter()
     model.learn(steps)
     return model.num_timesteps / (time.perf_counter() - start)
@@ -50,33 +91,42 @@ def cartpole(config: TrainConfig, steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=65_536, help="steps per side and repeat")
+    parser.add_argument("--steps", type=int, default=131_072, help="steps per learner and repeat")
     parser.add_argument("--repeats", type=int, default=3, help="repeats (medians are reported)")
     args = parser.parse_args()
     if min(args.steps, args.repeats) < 1:
         parser.error(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")
-    config = resolve(TrainConfig())
-    th.set_num_threads(config.threads)
-    ours, theirs, ratios = [], [], []
+    default = resolve(TrainConfig())
+    previous = resolve(dataclasses.replace(default, **PREVIOUS))
+    th.set_num_threads(default.threads)
+    names = ("default", "previous", "CartPole-v1")
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    shares: dict[str, list[float]] = {"default": [], "previous": []}
     for _ in range(args.repeats):
-        cart = cartpole(config, args.steps)
-        button = buttonup(config, args.steps)
-        ours.append(button)
-        theirs.append(cart)
-        ratios.append(button / cart)
+        rates["CartPole-v1"].append(cartpole(args.steps))
+        for name, config in (("default", default), ("previous", previous)):
+            rate, share = buttonup(config, args.steps)
+            rates[name].append(rate)
+            shares[name].append(share)
+    med = {name: statistics.median(values) for name, values in rates.items()}
+    print(f"training steps per second, median of {args.repeats} repeats of {args.steps:,} steps")
+    for name, config in (("default", default), ("previous", previous)):
+        print(
+            f"  ButtonUp {name:8s} ({config.vec_env}, {config.n_envs} envs x {config.n_steps}, "
+            f"batch {config.batch_size}, hidden {'x'.join(map(str, config.hidden))}): "
+            f"{med[name]:>8,.0f}  ({100 * statistics.median(shares[name]):.0f}% of the time "
+            "collecting rollouts, the rest in updates)"
+        )
+    print(f"  CartPole-v1, SB3 PPO MlpPolicy, 8 envs: {med['CartPole-v1']:>8,.0f}")
+    speedups = [d / p for d, p in zip(rates["default"], rates["previous"], strict=True)]
     print(
-        f"training steps per second, {config.n_envs} envs, median of {args.repeats} repeats "
-        f"of {args.steps:,} steps"
+        f"default / previous: {statistics.median(speedups):.2f} (per repeat: "
+        + ", ".join(f"{r:.2f}" for r in speedups)
+        + ")"
     )
+    ratios = [d / c for d, c in zip(rates["default"], rates["CartPole-v1"], strict=True)]
     print(
-        f"  ButtonUp default training (MaskablePPO, {config.encoding}): "
-        f"{statistics.median(ours):,.0f}"
-    )
-    print(
-        f"  CartPole-v1, SB3 PPO MlpPolicy:                      {statistics.median(theirs):,.0f}"
-    )
-    print(
-        f"ratio: {statistics.median(ratios):.2f} (median of the per-repeat ratios: "
+        f"default / CartPole-v1: {statistics.median(ratios):.2f} (per repeat: "
         + ", ".join(f"{r:.2f}" for r in ratios)
         + ")"
     )
