@@ -234,18 +234,22 @@ async function animateMove(ctx, event) {
   ctx.shown = event.state;
 }
 
+/** Say what matters about `event`: an extra turn, who starts, who scores, who wins. */
+function announce(event) {
+  if (event.kind === "move") {
+    say(event.move.extra_turn ? `${NAMES[event.move.mover]} moves again: extra turn!` : "");
+  } else if (event.kind === "round_end") {
+    say(event.text.split("\n")[2].trim()); // "Red scores 3 points."
+  } else {
+    say(event.text);
+  }
+}
+
 async function showEvents(ctx, events) {
   for (const event of events) {
-    if (event.kind === "move") {
-      await animateMove(ctx, event);
-      if (event.move.extra_turn) say(`${NAMES[event.move.mover]} moves again: extra turn!`);
-      else if (!event.state.round_over) say("");
-    } else {
-      ctx.shown = event.state;
-      if (event.kind === "round_end") say(event.text.split("\n")[2].trim());
-      if (event.kind === "match_end") say(event.text);
-      if (event.kind === "round_start") say(event.text);
-    }
+    if (event.kind === "move") await animateMove(ctx, event);
+    ctx.shown = event.state;
+    announce(event);
     ctx.log.push({ kind: event.kind, text: event.text });
     if (ctx === current()) renderLog();
     render();
@@ -292,6 +296,7 @@ async function act(ctx, request) {
 
 // --- play ------------------------------------------------------------------------------------
 function startPlay() {
+  if (ui.busy) return;
   const ctx = ui.ctx.play;
   const opponent = $("opponent").value;
   const color = document.querySelector("input[name=color]:checked").value;
@@ -390,7 +395,6 @@ async function openRecord() {
   setBusy(true);
   try {
     ctx.data = await api("GET", `/api/records/${index}`);
-    ctx.pos = 0;
     showReplayAt(0);
     say(ctx.data.summary);
   } catch (error) {
@@ -404,6 +408,7 @@ function showReplayAt(pos) {
   const ctx = ui.ctx.replay;
   ctx.pos = pos;
   ctx.shown = ctx.data.events[pos].state;
+  announce(ctx.data.events[pos]);
   ctx.log = ctx.data.events.slice(0, pos + 1).map((e) => ({ kind: e.kind, text: e.text }));
   renderLog();
   render();
@@ -423,7 +428,6 @@ async function replayStep(delta) {
       ctx.anim = null;
       setBusy(false);
     }
-    if (event.move.extra_turn) say(`${NAMES[event.move.mover]} moves again: extra turn!`);
   }
   showReplayAt(pos);
 }
@@ -437,7 +441,8 @@ function setMode(mode) {
     $(`actions-${m}`).hidden = m !== mode;
   }
   $("keys").textContent = {
-    play: "Lift a stack holding a white button (dashed ring): click it or press its number.",
+    play: "Lift a stack holding a white button (dashed ring): click it or press its number; " +
+      "N starts the next round.",
     watch: "P pauses or resumes, N plays one move while paused.",
     replay: "Left and right arrow keys step back and forward.",
   }[mode];
@@ -499,6 +504,8 @@ function onKey(event) {
   if (ui.mode === "play" && /^[0-8]$/.test(event.key)) {
     event.preventDefault();
     lift(Number(event.key));
+  } else if (ui.mode === "play" && event.key.toLowerCase() === "n" && !$("next-round").hidden) {
+    nextRound();
   } else if (ui.mode === "replay" && event.key === "ArrowRight") {
     event.preventDefault();
     replayStep(1);

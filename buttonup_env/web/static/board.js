@@ -3,14 +3,15 @@
 // ring and say so in their accessible name.
 
 const NS = "http://www.w3.org/2000/svg";
-const CENTER = 300;
-const RING = 205; // radius of the slots' circle
+const CX = 300; // the circle's centre in the 600 x 620 picture
+const CY = 310;
+const RING = 200; // radius of the slots' circle
 const PAD = 50; // radius of a slot
 const COIN_RX = 30;
 const COIN_RY = 7;
-const COIN_STEP = 12; // height of a button's rim: the part of it left in sight under the next
-const LABEL_RING = 138; // slot numbers, inside the circle
-const HINT_RING = 100; // hint values, further in
+const COIN_STEP = 14; // height of a button's rim: the part of it left in sight under the next
+const LABEL_DROP = 80; // slot numbers, under their slot
+const HINT_RING = 122; // hint values, inside the circle
 
 export const NAMES = { R: "Red", B: "Black", W: "White" };
 
@@ -23,7 +24,7 @@ function el(name, attrs = {}, text = null) {
 
 function polar(radius, slot) {
   const angle = ((-90 + 40 * slot) * Math.PI) / 180; // slot 0 on top, numbers grow clockwise
-  return [CENTER + radius * Math.cos(angle), CENTER + radius * Math.sin(angle)];
+  return [CX + radius * Math.cos(angle), CY + radius * Math.sin(angle)];
 }
 
 /** "Red, White from the bottom" for "RW"; "empty" for "". */
@@ -47,7 +48,7 @@ function coin(button, x, y) {
   group.append(
     el("path", { class: "coin-side", d: rim }),
     el("ellipse", { class: "coin-top", cx: x, cy: y, rx: COIN_RX, ry: COIN_RY }),
-    el("text", { class: "coin-letter", x, y: bottom + 3 }, button),
+    el("text", { class: "coin-letter", x, y: bottom + 4 }, button),
   );
   return group;
 }
@@ -76,10 +77,11 @@ function slotGroup(slot, stack, view) {
   group.append(el("circle", { class: "pad", cx: x, cy: y, r: PAD }));
   if (legal) group.append(el("circle", { class: "legal-ring", cx: x, cy: y, r: PAD + 7 }));
   [...stack].forEach((button, height) => {
-    group.append(coin(button, x, y + 12 - height * COIN_STEP));
+    group.append(coin(button, x, y + 10 - height * COIN_STEP));
   });
-  const [lx, ly] = polar(LABEL_RING, slot);
-  group.append(el("text", { class: "slot-number", x: lx, y: ly + 7, "aria-hidden": "true" }, slot));
+  group.append(
+    el("text", { class: "slot-number", x, y: y + LABEL_DROP, "aria-hidden": "true" }, slot),
+  );
   if (hint !== undefined) {
     const [hx, hy] = polar(HINT_RING, slot);
     const badge = el("g", { class: `hint ${hint >= 0 ? "hint-good" : "hint-bad"}`, "aria-hidden": "true" });
@@ -112,17 +114,17 @@ function slotGroup(slot, stack, view) {
 export function drawBoard(svg, view) {
   const focused = document.activeElement?.closest?.("[data-slot]")?.dataset.slot;
   svg.replaceChildren();
-  svg.append(el("circle", { class: "table", cx: CENTER, cy: CENTER, r: 292 }));
-  svg.append(el("circle", { class: "track", cx: CENTER, cy: CENTER, r: RING }));
+  svg.append(el("circle", { class: "table", cx: CX, cy: CY, r: 295 }));
+  svg.append(el("circle", { class: "track", cx: CX, cy: CY, r: RING }));
   view.board.forEach((stack, slot) => svg.append(slotGroup(slot, stack, view)));
   const middle = el("g", { class: "middle", "aria-hidden": "true" });
   const [first, second] = view.caption;
-  middle.append(el("text", { class: "caption", x: CENTER, y: CENTER - 34 }, first || ""));
-  middle.append(el("text", { class: "caption small", x: CENTER, y: CENTER - 10 }, second || ""));
+  middle.append(el("text", { class: "caption", x: CX, y: CY - 34 }, first || ""));
+  middle.append(el("text", { class: "caption small", x: CX, y: CY - 10 }, second || ""));
   const hand = view.hand || "";
   [...hand].forEach((button, i) => {
-    const x = CENTER + (i - (hand.length - 1) / 2) * 36;
-    middle.append(coin(button, x, CENTER + 22));
+    const x = CX + (i - (hand.length - 1) / 2) * 36;
+    middle.append(coin(button, x, CY + 22));
   });
   svg.append(middle);
   if (focused !== undefined) {
