@@ -130,6 +130,14 @@ def test_no_request_reads_a_file_outside_the_page(client: TestClient, path: str)
     assert "root:" not in response.text and "def " not in response.text
 
 
+def test_the_api_describes_itself(client: TestClient) -> None:
+    schema = client.get("/api/openapi.json").json()
+    assert {"/api/games", "/api/games/{game_id}/moves", "/api/records/{index}"} <= set(
+        schema["paths"]
+    )
+    assert client.get("/api/docs").status_code == 404  # its page would need a CDN
+
+
 def test_an_unknown_address_gets_a_sentence(client: TestClient) -> None:
     response = client.get("/nothing-here")
     assert response.status_code == 404

@@ -12,6 +12,7 @@
 ``GET  /api/games/{id}/hint``              the exact value of each legal move
 ``GET  /api/records``                      the records offered for replay
 ``GET  /api/records/{index}``              one record played out, event by event
+``GET  /api/openapi.json``                 all of the above as an OpenAPI schema
 =========================================  =============================================
 
 Every error is ``{"detail": "<one sentence>"}``: 400 for an illegal move (the slot and the legal
@@ -153,7 +154,7 @@ def create_app(
         title="Button Up!",
         summary="Play, watch and replay Button Up! in the browser.",
         version=_version(),
-        docs_url="/api/docs",
+        docs_url=None,  # FastAPI's docs pages load their scripts from a CDN: not here
         redoc_url=None,
         openapi_url="/api/openapi.json",
     )
