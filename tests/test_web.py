@@ -560,9 +560,18 @@ def test_bad_arguments_are_one_error_line(argv: list[str], says: str) -> None:
 
 
 def test_bad_numbers_are_usage_errors() -> None:
-    for argv in (["--port", "x"], ["--port", "-1"]):
+    for argv in (["--port", "x"], ["--port", "-1"], ["--port", "65536"]):
         code, _, err = run_main(argv)
         assert code == 2 and "--port" in err
+
+
+def test_without_the_web_extra_the_command_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn now raises ImportError
+    code, out, err = run_main(["--port", "0"])
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "pip install 'buttonup-env[web]'" in err
 
 
 def test_a_busy_port_is_named() -> None:

@@ -42,6 +42,14 @@ class StartError(Exception):
     """Something on the command line cannot be served (the message is one line)."""
 
 
+def _port(text: str) -> int:
+    """An argparse type: a port number, 0 to 65535."""
+    port = _whole_number(0, "port")(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: use 0 to 65535")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m buttonup_env.web``."""
     parser = argparse.ArgumentParser(
@@ -60,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--port",
-        type=_whole_number(0, "port"),
+        type=_port,
         default=8000,
         help="the port to listen on (default 8000; 0 picks a free one)",
     )
