@@ -158,7 +158,7 @@ def move_event(
     )
 
 
-def round_events(
+def start_events(
     state: State, round_number: int, human: Color | None, previous: State | None
 ) -> list[Event]:
     """The events of a round starting (``previous``: the round before, None for the first)."""
@@ -251,7 +251,7 @@ class Game:
     # --- what a request can do ---------------------------------------------------------------
     def start(self) -> list[Event]:
         """The first round's start, and the bots' moves up to a person's turn."""
-        return round_events(self.state, self.round, self.human, None) + self._answer()
+        return start_events(self.state, self.round, self.human, None) + self._answer()
 
     def move(self, slot: int) -> list[Event]:
         """A person lifts ``slot``; then the bots answer up to a person's turn or the round end.
@@ -291,7 +291,7 @@ class Game:
         self._previous = state
         self.match.next_round()
         self.round += 1
-        return round_events(self.state, self.round, self.human, self._previous) + self._answer()
+        return start_events(self.state, self.round, self.human, self._previous) + self._answer()
 
     # --- inside ------------------------------------------------------------------------------
     def _playable(self) -> State:
@@ -451,7 +451,7 @@ def replay_events(record: dict[str, Any]) -> list[Event]:
             state = State.new_round(layout, round_["first"], target=target)
         else:
             state = previous.next_round(layout)
-        events += round_events(state, number, None, previous)
+        events += start_events(state, number, None, previous)
         for slot in round_["moves"]:
             after = state.play(slot)
             events.append(move_event(state, slot, after, number, None))
