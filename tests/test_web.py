@@ -159,7 +159,9 @@ def test_options_offer_the_players_default_first(records: list[Any]) -> None:
 
 
 def test_a_policy_is_offered_by_its_name_not_its_path() -> None:
-    players = offer([str(REPO / "models" / "buttonup-ppo.onnx")])
+    shipped, note = cli.default_opponent()
+    assert note is None, note
+    players = offer([shipped])
     assert [p.key for p in players] == ["buttonup-ppo", "random", "greedy", "perfect"]
     client = TestClient(create_app(players))
     view = new_game(client, black="buttonup-ppo", seed=3)
@@ -593,7 +595,7 @@ def test_the_default_opponent_is_the_shipped_agent_or_the_perfect_bot(
     assert players[0].key == "buttonup-ppo" and players[0].label == cli.SHIPPED_LABEL
     assert notes == []
 
-    monkeypatch.setattr(cli, "SHIPPED_MODEL", tmp_path / "gone.onnx")
+    monkeypatch.setattr(cli, "SHIPPED_MODELS", (tmp_path / "gone.onnx",))
     spec, note = cli.default_opponent()
     assert spec == "perfect" and note is not None and "gone.onnx" in note
     players, notes = cli._players(None)

@@ -22,19 +22,24 @@ from ..play import _whole_number
 if TYPE_CHECKING:  # the web extra's packages are imported only once the arguments are read
     from .games import OfferedPlayer, StoredRecord
 
-SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "models" / "buttonup-ppo.onnx"
-"""The shipped agent, in a checkout of the repository."""
+_PACKAGE = Path(__file__).resolve().parents[1]
+SHIPPED_MODELS = (
+    _PACKAGE / "models" / "buttonup-ppo.onnx",  # inside the package, where a wheel carries it
+    _PACKAGE.parent / "models" / "buttonup-ppo.onnx",  # beside it, in a clone of the repository
+)
+"""Where the shipped agent is looked for, in order."""
 
 SHIPPED_LABEL = "the shipped agent (buttonup-ppo)"
 
 
 def default_opponent() -> tuple[str, str | None]:
     """The default opponent: the shipped agent, else the perfect bot with a note saying why."""
-    if SHIPPED_MODEL.is_file():
-        return str(SHIPPED_MODEL), None
+    for path in SHIPPED_MODELS:
+        if path.is_file():
+            return str(path), None
     return "perfect", (
-        f"the shipped agent was not found at {SHIPPED_MODEL}, so the default opponent is the "
-        "perfect bot"
+        f"the shipped agent was not found (looked for {' and '.join(map(str, SHIPPED_MODELS))}), "
+        "so the default opponent is the perfect bot"
     )
 
 
@@ -77,16 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="random|greedy|perfect|PATH.onnx",
         help="a player to offer: a bot or an exported .onnx policy; repeat to offer several, "
-        "the first is the default opponent (default: the shipped agent "
-        "models/buttonup-ppo.onnx, or the perfect bot if it is missing); the three bots are "
-        "always offered too",
+        "the first is the default opponent (default: the shipped agent buttonup-ppo, or the "
+        "perfect bot if it is missing); the three bots are always offered too",
     )
     parser.add_argument(
         "--records",
         action="append",
         metavar="FILE",
-        help="a JSON Lines file of round or match records (RULES.md format) to offer for "
-        "replay; repeat for several files",
+        help="a JSON Lines file of round or match records (the format python -m "
+        "buttonup_env.replay checks) to offer for replay; repeat for several files",
     )
     return parser
 

@@ -43,7 +43,7 @@ class StateView(BaseModel):
     board: list[str] = Field(
         min_length=NUM_SLOTS, max_length=NUM_SLOTS, description="stacks bottom to top, '' empty"
     )
-    notation: str = Field(description="the board in the RULES.md notation")
+    notation: str = Field(description="the board in the rules' notation: 'B . . BW BW R W R R'")
     to_move: ColorName = Field(description="the player to move (once a round is over: who would)")
     score: Points
     target: int
