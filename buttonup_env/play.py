@@ -31,7 +31,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TextIO
 
 import numpy as np
@@ -118,7 +118,7 @@ class Session:
 
     def name(self, color: Color) -> str:
         """``Red`` / ``Black``, with ``(you)`` for the person's colour."""
-        return COLOR_NAMES[color] + (" (you)" if color == self.human else "")
+        return player_name(color, self.human)
 
     def paint(self, stack: str) -> str:
         """A stack's letters, coloured when colour is on; ``.`` for an empty slot."""
@@ -126,10 +126,7 @@ class Session:
 
     def score_line(self, state: State) -> str:
         """``Red (you) 3 - 0 Black   target 15``."""
-        score = state.score
-        return (
-            f"{self.name('R')} {score['R']} - {score['B']} {self.name('B')}   target {state.target}"
-        )
+        return score_line(state, self.human)
 
     def board(self, state: State) -> str:
         """The position: a header, one line a slot (stack bottom to top), legal slots marked."""
@@ -145,42 +142,13 @@ class Session:
         return "\n".join(lines)
 
     def describe(self, before: State, slot: int, after: State) -> str:
-        """One line for a move: who lifted what, where the last button landed, what follows."""
-        mover = before.to_move
-        lifted = before.board[slot]
-        who = "You lift" if mover == self.human else f"{COLOR_NAMES[mover]} lifts"
-        text = f"{who} slot {slot} ({self.paint(lifted)})"
-        # Read the sowing off the two boards: the last stack that grew, clockwise from the slot.
-        grown = [
-            s
-            for s in ((slot + step) % NUM_SLOTS for step in range(1, NUM_SLOTS))
-            if after.board[s] != before.board[s]
-        ]
-        last = grown[-1]
-        under = before.board[last][-1]
-        added = after.board[last][len(before.board[last]) :]
-        if len(added) == len(lifted) > 1:
-            text += f": all {len(added)} go onto slot {last}, the only stack left"
-        elif len(added) > 1:
-            text += (
-                f": more buttons than stacks, so the last {len(added)} ({self.paint(added)}) go "
-                f"together onto slot {last} (no extra turn)"
-            )
-        else:
-            text += f": {self.paint(added)} lands on {self.paint(under)} on slot {last}"
-        if after.round_over:
-            return text + "; the round is over."
-        if after.to_move == mover:
-            again = "you move again" if mover == self.human else f"{COLOR_NAMES[mover]} moves again"
-            return f"{text}, {again}."
-        return text + "."
+        """One line for a move (see :func:`describe_move`)."""
+        return describe_move(before, slot, after, self.human, self.paint)
 
     def hint_line(self, state: State) -> str:
         """The solver's value of each legal move, for the person to move."""
         assert self._solver is not None
-        values = self._solver.move_values(state)
-        shown = ", ".join(f"slot {s} {v:+d}" if v else f"slot {s} 0" for s, v in values.items())
-        return f"hint: {shown} (final round margin for you with perfect play)"
+        return hint_line(self._solver.move_values(state))
 
     # --- input -------------------------------------------------------------------------------
     def read_line(self) -> str:
@@ -227,43 +195,11 @@ class Session:
     # --- the match ---------------------------------------------------------------------------
     def starter_line(self, previous: State | None) -> str:
         """Who starts the current round, and why."""
-        state = self.match.state
-        first = state.to_move
-        starts = "You start" if first == self.human else f"{COLOR_NAMES[first]} starts"
-        if previous is None:
-            why = "drawn at random"
-        elif state.score[first] < state.score[other(first)]:
-            why = "fewer points"
-        else:
-            why = f"points level, {COLOR_NAMES[previous.starter]} started round {self.round - 1}"
-        return f"Round {self.round}: {starts} ({why})."
+        return starter_line(self.match.state, self.round, previous, self.human)
 
     def round_summary(self, state: State) -> str:
         """The end of a round: final stack, each side's strength, the points, the score."""
-        stack = next(s for s in state.board if s)
-        strength = state.strength
-        points = state.round_points
-
-        def heights(color: Color) -> str:
-            return "+".join(str(h) for h, b in enumerate(stack, start=1) if b == color)
-
-        if points["R"] or points["B"]:
-            scorer: Color = "R" if points["R"] else "B"
-            n = points[scorer]
-            who = "You score" if scorer == self.human else f"{COLOR_NAMES[scorer]} scores"
-            result = f"{who} {n} point{'s' if n != 1 else ''}."
-        else:
-            result = "Equal strength: nobody scores."
-        return "\n".join(
-            [
-                f"Round {self.round} is over. Final stack, bottom (height 1) to top (height "
-                f"{len(stack)}): {self.paint(stack)}",
-                f"  strength: Red {strength['R']} (heights {heights('R')}), "
-                f"Black {strength['B']} (heights {heights('B')})",
-                f"  {result}",
-                f"Score: {self.score_line(state)}",
-            ]
-        )
+        return round_summary(state, self.round, self.human, self.paint)
 
     def intro(self) -> str:
         """The opening lines."""
@@ -286,15 +222,8 @@ class Session:
                 state = self.match.state
                 self.say(self.round_summary(state))
                 if self.match.over:
-                    winner = self.match.winner
-                    assert winner is not None
-                    score = state.score
-                    verdict = "You win!" if winner == self.human else "You lose."
                     self.say()
-                    self.say(
-                        f"Match over: {COLOR_NAMES[winner]} wins {score[winner]} - "
-                        f"{score[other(winner)]}. {verdict}"
-                    )
+                    self.say(match_summary(state, self.human))
                     return 0
                 previous = state
                 self.match.next_round()
@@ -318,6 +247,159 @@ class Session:
                     )
             after = self.match.play(int(slot))
             self.say(self.describe(before, int(slot), after))
+
+
+# --- what is said about a game (shared with the web app, buttonup_env.web) ----------------------
+def _plain(stack: str) -> str:
+    return stack or "."
+
+
+def player_name(color: Color, human: Color | None = None) -> str:
+    """``Red`` / ``Black``, with ``(you)`` for the person's colour (``human``, if any)."""
+    return COLOR_NAMES[color] + (" (you)" if color == human else "")
+
+
+def score_line(state: State, human: Color | None = None) -> str:
+    """``Red (you) 3 - 0 Black   target 15``."""
+    score = state.score
+    return (
+        f"{player_name('R', human)} {score['R']} - {score['B']} {player_name('B', human)}   "
+        f"target {state.target}"
+    )
+
+
+def sown(before: State, slot: int, after: State) -> list[tuple[int, str]]:
+    """Where the buttons of ``slot`` went: ``(slot, buttons added)`` in sowing order.
+
+    Read off the two boards (the stacks that grew, clockwise from ``slot``), so the rules stay
+    in :mod:`buttonup_env.rules`.
+    """
+    drops = []
+    for step in range(1, NUM_SLOTS):
+        target = (slot + step) % NUM_SLOTS
+        if after.board[target] != before.board[target]:
+            drops.append((target, after.board[target][len(before.board[target]) :]))
+    return drops
+
+
+def describe_move(
+    before: State,
+    slot: int,
+    after: State,
+    human: Color | None = None,
+    paint: Callable[[str], str] = _plain,
+) -> str:
+    """One line for a move: who lifted what, where the last button landed, what follows.
+
+    ``human`` is the person's colour ("You lift"), or None to name both players by colour;
+    ``paint`` shows a stack (plain letters by default).
+    """
+    mover = before.to_move
+    lifted = before.board[slot]
+    who = "You lift" if mover == human else f"{COLOR_NAMES[mover]} lifts"
+    text = f"{who} slot {slot} ({paint(lifted)})"
+    last, added = sown(before, slot, after)[-1]
+    under = before.board[last][-1]
+    if len(added) == len(lifted) > 1:
+        text += f": all {len(added)} go onto slot {last}, the only stack left"
+    elif len(added) > 1:
+        text += (
+            f": more buttons than stacks, so the last {len(added)} ({paint(added)}) go "
+            f"together onto slot {last} (no extra turn)"
+        )
+    else:
+        text += f": {paint(added)} lands on {paint(under)} on slot {last}"
+    if after.round_over:
+        return text + "; the round is over."
+    if after.to_move == mover:
+        again = "you move again" if mover == human else f"{COLOR_NAMES[mover]} moves again"
+        return f"{text}, {again}."
+    return text + "."
+
+
+def hint_line(values: Mapping[int, int]) -> str:
+    """The solver's value of each legal move (``{slot: value}``), for the player to move."""
+    shown = ", ".join(f"slot {s} {v:+d}" if v else f"slot {s} 0" for s, v in values.items())
+    return f"hint: {shown} (final round margin for you with perfect play)"
+
+
+def starter_line(
+    state: State, round_number: int, previous: State | None, human: Color | None = None
+) -> str:
+    """Who starts round ``round_number`` (``state`` is its start), and why.
+
+    ``previous`` is the end of the round before, None for the first round (drawn at random).
+    """
+    first = state.to_move
+    starts = "You start" if first == human else f"{COLOR_NAMES[first]} starts"
+    if previous is None:
+        why = "drawn at random"
+    elif state.score[first] < state.score[other(first)]:
+        why = "fewer points"
+    else:
+        why = f"points level, {COLOR_NAMES[previous.starter]} started round {round_number - 1}"
+    return f"Round {round_number}: {starts} ({why})."
+
+
+def round_summary(
+    state: State,
+    round_number: int,
+    human: Color | None = None,
+    paint: Callable[[str], str] = _plain,
+) -> str:
+    """The end of a round: final stack, each side's strength, the points, the score (4 lines)."""
+    stack = next(s for s in state.board if s)
+    strength = state.strength
+    points = state.round_points
+
+    def heights(color: Color) -> str:
+        return "+".join(str(h) for h, b in enumerate(stack, start=1) if b == color)
+
+    if points["R"] or points["B"]:
+        scorer: Color = "R" if points["R"] else "B"
+        n = points[scorer]
+        who = "You score" if scorer == human else f"{COLOR_NAMES[scorer]} scores"
+        result = f"{who} {n} point{'s' if n != 1 else ''}."
+    else:
+        result = "Equal strength: nobody scores."
+    return "\n".join(
+        [
+            f"Round {round_number} is over. Final stack, bottom (height 1) to top (height "
+            f"{len(stack)}): {paint(stack)}",
+            f"  strength: Red {strength['R']} (heights {heights('R')}), "
+            f"Black {strength['B']} (heights {heights('B')})",
+            f"  {result}",
+            f"Score: {score_line(state, human)}",
+        ]
+    )
+
+
+def match_summary(state: State, human: Color | None = None) -> str:
+    """``Match over: Red wins 15 - 9. You win!`` (the verdict only when a person plays)."""
+    winner = state.winner
+    if winner is None:
+        raise ValueError(f"the match is not over ({score_line(state)})")
+    score = state.score
+    verdict = "" if human is None else (" You win!" if winner == human else " You lose.")
+    return (
+        f"Match over: {COLOR_NAMES[winner]} wins {score[winner]} - {score[other(winner)]}."
+        + verdict
+    )
+
+
+def load_opponent(spec: str) -> tuple[Player, str]:
+    """The player ``spec`` names (a bot, case-insensitive, or an exported policy file) and how
+    it is introduced (``the perfect bot``, ``the policy PATH``).
+
+    Raises ``ValueError`` with one line when ``spec`` names no bot and no readable policy.
+    """
+    spec = spec.lower() if spec.lower() in BOTS else spec
+    try:
+        opponent = make_opponent(spec)
+    except (ValueError, ImportError, OSError) as error:
+        raise ValueError(" ".join(str(error).split())) from None
+    name = f"the {spec} bot" if spec in BOTS else f"the policy {spec}"
+    return opponent, name
 
 
 # --- command line ----------------------------------------------------------------------------
@@ -408,10 +490,6 @@ def _is_tty(stream: object) -> bool:
         return False
 
 
-def _opponent_name(spec: str) -> str:
-    return f"the {spec} bot" if spec in BOTS else f"the policy {spec}"
-
-
 def main(
     argv: Sequence[str] | None = None,
     stdin: TextIO | None = None,
@@ -454,11 +532,10 @@ def main(
 
 def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> Session:
     """The session the parsed command line asks for; :class:`_BadOpponent` for a bad opponent."""
-    spec = args.opponent.lower() if args.opponent.lower() in BOTS else args.opponent
     try:
-        opponent = make_opponent(spec)
-    except (ValueError, ImportError, OSError) as error:
-        raise _BadOpponent(" ".join(str(error).split())) from None
+        opponent, opponent_name = load_opponent(args.opponent)
+    except ValueError as error:
+        raise _BadOpponent(str(error)) from None
     seed = args.seed if args.seed is not None else int(np.random.default_rng().integers(10**6))
     match = Match(np.random.default_rng(seed), target=args.target, first=None)
     reset = getattr(opponent, "reset", None)
@@ -474,7 +551,7 @@ def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> Session
         color=color,
         hint=args.hint,
         echo=not _is_tty(stdin),
-        opponent_name=_opponent_name(spec),
+        opponent_name=opponent_name,
         seed=seed,
     )
 

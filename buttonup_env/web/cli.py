@@ -1,0 +1,222 @@
+"""``buttonup-web`` (``python -m buttonup_env.web``): serve the web app on this machine.
+
+Prints the address to open, then serves until Ctrl-C. Exit status: 0 once stopped; 2 for a bad
+argument, opponent or records file, or an address it cannot listen on (one error line); 1 when
+the ``web`` extra is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import ipaddress
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from ..play import _whole_number
+
+if TYPE_CHECKING:  # the web extra's packages are imported only once the arguments are read
+    from .games import OfferedPlayer, StoredRecord
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+SHIPPED_MODELS = (
+    _PACKAGE / "models" / "buttonup-ppo.onnx",  # inside the package, where a wheel carries it
+    _PACKAGE.parent / "models" / "buttonup-ppo.onnx",  # beside it, in a clone of the repository
+)
+"""Where the shipped agent is looked for, in order."""
+
+SHIPPED_LABEL = "the shipped agent (buttonup-ppo)"
+
+
+def default_opponent() -> tuple[str, str | None]:
+    """The default opponent: the shipped agent, else the perfect bot with a note saying why."""
+    for path in SHIPPED_MODELS:
+        if path.is_file():
+            return str(path), None
+    return "perfect", (
+        f"the shipped agent was not found (looked for {' and '.join(map(str, SHIPPED_MODELS))}), "
+        "so the default opponent is the perfect bot"
+    )
+
+
+class StartError(Exception):
+    """Something on the command line cannot be served (the message is one line)."""
+
+
+def _port(text: str) -> int:
+    """An argparse type: a port number, 0 to 65535."""
+    port = _whole_number(0, "port")(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: use 0 to 65535")
+    return port
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m buttonup_env.web``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m buttonup_env.web",
+        description="Play, watch and replay Button Up! in the browser: serves a local web app "
+        "and prints its address.",
+        epilog="Exit status: 0 once stopped with Ctrl-C; 2 for a bad argument, opponent or "
+        "records file, or an address it cannot listen on; 1 without the web extra "
+        "(pip install 'buttonup-env[web]').",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1, this machine only; any other "
+        "prints a warning)",
+    )
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=8000,
+        help="the port to listen on (default 8000; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--opponent",
+        action="append",
+        metavar="random|greedy|perfect|PATH.onnx",
+        help="a player to offer: a bot or an exported .onnx policy; repeat to offer several, "
+        "the first is the default opponent (default: the shipped agent buttonup-ppo, or the "
+        "perfect bot if it is missing); the three bots are always offered too",
+    )
+    parser.add_argument(
+        "--records",
+        action="append",
+        metavar="FILE",
+        help="a JSON Lines file of round or match records (the format python -m "
+        "buttonup_env.replay checks) to offer for replay; repeat for several files",
+    )
+    return parser
+
+
+def _players(specs: list[str] | None) -> tuple[list[OfferedPlayer], list[str]]:
+    """The players to offer and the notes to show about them; :class:`StartError` if bad."""
+    from .games import offer
+
+    notes: list[str] = []
+    if specs:
+        try:
+            return offer(specs), notes
+        except ValueError as error:
+            raise StartError(f"--opponent: {error}") from None
+    spec, note = default_opponent()
+    if note is None:
+        try:
+            return offer([spec], labels={spec: SHIPPED_LABEL}), notes
+        except ValueError as error:  # e.g. onnxruntime missing
+            note = f"the shipped agent could not be loaded ({error}), so the default opponent "
+            note += "is the perfect bot"
+    notes.append(note)
+    return offer(["perfect"]), notes
+
+
+def _records(paths: list[str] | None) -> tuple[list[StoredRecord], list[str]]:
+    """The valid records of ``paths`` and a note per file; :class:`StartError` if unreadable."""
+    from .games import load_records
+
+    if not paths:
+        return [], []
+    for path in paths:
+        if Path(path).is_dir():
+            raise StartError(f"--records: {path} is a folder; give a JSON Lines file of records")
+    try:
+        return load_records(paths)
+    except (OSError, UnicodeDecodeError) as error:
+        why = getattr(error, "strerror", None) or str(error)
+        name = getattr(error, "filename", None) or ", ".join(paths)
+        raise StartError(f"--records: cannot read {name}: {why}") from None
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``; :class:`StartError` in one line when it cannot be."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise StartError(f"--host {host!r} cannot be resolved ({error.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a busy port still fails
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise StartError(
+                f"port {port} on {host} is in use; choose another with --port (0 picks a free one)"
+            ) from None
+        if error.errno == errno.EACCES:
+            raise StartError(
+                f"not allowed to listen on port {port} of {host} (ports below 1024 need root); "
+                "choose another with --port"
+            ) from None
+        if error.errno == errno.EADDRNOTAVAIL:
+            raise StartError(f"--host {host} is not an address of this machine") from None
+        raise StartError(f"cannot listen on {host} port {port}: {error.strerror}") from None
+    return sock
+
+
+def is_loopback(sock: socket.socket) -> bool:
+    """True when ``sock`` listens on a loopback address only (127.0.0.0/8 or ::1)."""
+    address = ipaddress.ip_address(sock.getsockname()[0].split("%")[0])
+    return address.is_loopback
+
+
+def url(sock: socket.socket, host: str) -> str:
+    """The address to open in a browser."""
+    port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def main(
+    argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """Serve the web app until Ctrl-C; return the exit status."""
+    stdout = sys.stdout if stdout is None else stdout
+    stderr = sys.stderr if stderr is None else stderr
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, or a usage error already printed by argparse
+        return exit_.code if isinstance(exit_.code, int) else 2
+    try:
+        import uvicorn
+
+        from .app import create_app
+    except ImportError as error:
+        stderr.write(
+            f"{parser.prog}: error: the web app needs FastAPI and uvicorn ({error.name} is "
+            "missing): pip install 'buttonup-env[web]'\n"
+        )
+        return 1
+    try:
+        players, notes = _players(args.opponent)
+        records, record_notes = _records(args.records)
+        sock = listen(args.host, args.port)
+    except StartError as error:
+        stderr.write(f"{parser.prog}: error: {error}\n")
+        return 2
+    for note in [*notes, *record_notes]:
+        stdout.write(f"note: {note}\n")
+    if not is_loopback(sock):
+        stderr.write(
+            f"warning: listening on {args.host}, which other machines may reach: anyone who "
+            "can reach it can start and play games (there is no login); --host 127.0.0.1 keeps "
+            "it to this machine\n"
+        )
+    app = create_app(players, records, notes=notes)
+    stdout.write(f"Button Up! is served at {url(sock, args.host)} (Ctrl-C stops it)\n")
+    stdout.flush()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops, then re-raises the signal
+        server.run(sockets=[sock])
+    sock.close()
+    stdout.write("Stopped.\n")
+    return 0
