@@ -299,7 +299,9 @@ def test_ctrl_c_in_a_terminal_stops_a_run_with_worker_processes(tmp_path: Path) 
     """The terminal sends SIGINT to every process of the command: the env workers of
     ``--vec-env subproc`` must leave the stopping to the main process, not die mid-step."""
     run_dir = tmp_path / "runs" / "group"
-    steps = interrupt_training(run_dir, "--vec-env", "subproc", whole_group=True)
+    steps = interrupt_training(
+        run_dir, "--vec-env", "subproc", "--random-start", "0", whole_group=True
+    )
     done = run(TRAIN, "--resume", run_dir)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"resuming {run_dir} at step {steps:,}" in done.stdout

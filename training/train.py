@@ -61,10 +61,14 @@ class TrainConfig:
 
     preset: Literal["full", "quick", "smoke"] = "full"
     """full: the shipped agent's run; quick: a few minutes; smoke: seconds, for tests. A preset
-    sets total_steps, eval/snapshot/checkpoint intervals and eval sizes; any of those flags
+    sets total_steps, minutes, eval/snapshot/checkpoint intervals and eval sizes; any of those flags
     given on the command line (before or after --preset) overrides the preset's value."""
     total_steps: int | None = None
     """Environment steps (agent decisions) to train for (default: from the preset)."""
+    minutes: float | None = None
+    """Training time budget: stop after this many minutes of training (periodic evaluations
+    included, counted across resumes) even before total_steps; 0: no time budget (default:
+    from the preset). The entropy schedule follows whichever budget is further along."""
     seed: int = 0
     """Seed of the networks, the envs and the opponents' draws."""
     run_name: str | None = None
@@ -77,19 +81,19 @@ class TrainConfig:
     encoding: Literal["afterstates", "ring"] = "afterstates"
     """What the policy sees (buttonup_env.encoding): afterstates (the ring after each legal
     move) or ring (the ring seen from each legal move)."""
-    n_envs: int = 8
+    n_envs: int = 64
     """Environments stepped together."""
     vec_env: Literal["batched", "dummy", "subproc"] = "batched"
     """batched: one ButtonUpVectorEnv stepping all envs with array operations
     (buttonup_env.vector); dummy: ButtonUp-v0 envs one after the other in this process;
     subproc: one process per ButtonUp-v0 env."""
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: tuple[int, ...] = (128, 128)
     """Sizes of the per-view hidden layers of actor and critic."""
     learning_rate: float = 3e-4
     """Adam learning rate."""
-    n_steps: int = 256
+    n_steps: int = 64
     """Steps per env per rollout (rollout = n_envs * n_steps)."""
-    batch_size: int = 512
+    batch_size: int = 1024
     """Minibatch size."""
     n_epochs: int = 4
     """Passes over each rollout."""
@@ -104,7 +108,7 @@ class TrainConfig:
     ent_coef_end: float = 0.001
     """... to this value at the end of the run."""
 
-    random_start: float = 0.0
+    random_start: float = 0.75
     """Probability that a training round starts after 1 to 6 random moves (played by whoever
     is to move; the agent then takes the side to move), so that the agent meets positions off
     the usual paths. Needs --vec-env batched."""
@@ -130,25 +134,28 @@ class TrainConfig:
 PERIODIC_EVAL_SEED = 1000
 """Layouts of the periodic evaluations (the same at every evaluation, so rows compare)."""
 
-PRESETS: dict[str, dict[str, int]] = {
+PRESETS: dict[str, dict[str, float]] = {
     "full": dict(
-        total_steps=9_000_000,
-        snapshot_every=250_000,
-        eval_every=500_000,
+        total_steps=40_000_000,
+        minutes=55,
+        snapshot_every=500_000,
+        eval_every=1_000_000,
         eval_matches=100,
-        checkpoint_every=500_000,
+        checkpoint_every=1_000_000,
         final_eval_matches=1000,
     ),
     "quick": dict(
-        total_steps=400_000,
-        snapshot_every=100_000,
-        eval_every=100_000,
+        total_steps=2_000_000,
+        minutes=4,
+        snapshot_every=250_000,
+        eval_every=250_000,
         eval_matches=50,
-        checkpoint_every=100_000,
+        checkpoint_every=250_000,
         final_eval_matches=200,
     ),
     "smoke": dict(
         total_steps=4_096,
+        minutes=0,
         snapshot_every=2_048,
         eval_every=2_048,
         eval_matches=4,
@@ -178,6 +185,10 @@ def resolve(config: TrainConfig) -> TrainConfig:
         value = getattr(config, name)
         if value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if not (0 <= config.minutes < math.inf):  # type: ignore[operator]
+        raise ValueError(
+            f"--minutes must be >= 0 and finite (0: no time budget), got {config.minutes}"
+        )
     if not config.hidden or min(config.hidden) < 1:
         raise ValueError(f"--hidden needs one or more sizes >= 1, got {config.hidden}")
     ranges = [
@@ -197,7 +208,7 @@ def resolve(config: TrainConfig) -> TrainConfig:
         raise ValueError(
             f"--random-start must be a probability in [0, 1], got {config.random_start}"
         )
-    if config.random_start and config.vec_env != "batched":
+    if config.random_start and config.vec_env != "batched":  # say it; don't drop it silently
         raise ValueError(f"--random-start needs --vec-env batched (got --vec-env {config.vec_env})")
     if config.batch_size > config.n_envs * config.n_steps:
         raise ValueError(
@@ -276,16 +287,30 @@ def make_model(
 # --- callbacks -----------------------------------------------------------------------------
 
 
-class EntropySchedule(BaseCallback):
-    """Linear decay of the entropy coefficient over the whole run."""
+def run_progress(config: TrainConfig, steps: int, state: dict) -> float:
+    """How far the run is, from 0 to 1: by steps, or by time when that is further along."""
+    progress = steps / config.total_steps  # type: ignore[operator]
+    if config.minutes:
+        progress = max(progress, state.get("train_seconds", 0.0) / (60 * config.minutes))
+    return min(progress, 1.0)
 
-    def __init__(self, config: TrainConfig) -> None:
+
+def budget_spent(config: TrainConfig, steps: int, state: dict) -> bool:
+    """True once the run has its total_steps, or its minutes of training time."""
+    return run_progress(config, steps, state) >= 1.0
+
+
+class EntropySchedule(BaseCallback):
+    """Linear decay of the entropy coefficient over the whole run (steps or time budget)."""
+
+    def __init__(self, config: TrainConfig, state: dict) -> None:
         super().__init__()
         self.config = config
+        self.state = state  # its train_seconds, kept by Clock
 
     def _on_rollout_start(self) -> None:
+        progress = run_progress(self.config, self.num_timesteps, self.state)
         c = self.config
-        progress = min(self.num_timesteps / c.total_steps, 1.0)
         self.model.ent_coef = c.ent_coef_start + (c.ent_coef_end - c.ent_coef_start) * progress
         self.logger.record("train/ent_coef", self.model.ent_coef)
 
@@ -341,7 +366,7 @@ class Periodic(BaseCallback):
         if self.bar is not None:
             self.bar.update(self.steps - self.bar.n)
         # stop exactly at the budget (SB3 would finish the rollout under way), or when asked
-        return self.steps < self.config.total_steps and not self.stop.requested
+        return not budget_spent(self.config, self.steps, self.state) and not self.stop.requested
 
     def _on_training_end(self) -> None:
         if self.bar is not None:
@@ -519,13 +544,14 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
     else:
         model = make_model(config, venv, tensorboard_log=run_dir / "tb")
-        print(f"training in {run_dir} for {config.total_steps:,} steps")
+        budget = f" or {config.minutes:g} minutes" if config.minutes else ""
+        print(f"training in {run_dir} for {config.total_steps:,} steps{budget}")
     stop = StopRequest()
     periodic = Periodic(config, run_dir, state, stop)
     if checkpoint is None:  # the first snapshot, before the first episode: pure self-play has
         write_snapshot(model, run_dir)  # an opponent from the start
         state["next_snapshot"] = config.snapshot_every
-    callbacks = CallbackList([Clock(state), EntropySchedule(config), periodic])
+    callbacks = CallbackList([Clock(state), EntropySchedule(config, state), periodic])
     remaining = config.total_steps - model.num_timesteps
     try:
         with stop:  # Ctrl-C: stop at the next step, after the evaluation or checkpoint under way
@@ -537,7 +563,7 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
             finally:
                 save_checkpoint(model, run_dir, state)
                 venv.close()
-            if stop.requested or model.num_timesteps < config.total_steps:
+            if stop.requested or not budget_spent(config, model.num_timesteps, state):
                 stopped(model, run_dir)
             if state.get("last_eval_steps") != model.num_timesteps:
                 periodic.evaluate()  # the learning curve ends where training did
