@@ -199,6 +199,19 @@ def test_the_card_command_reproduces_the_card_figures(
         assert again[key] == figures[key], key
 
 
+def test_a_time_budget_ends_the_run_before_its_steps(tmp_path: Path) -> None:
+    """--minutes stops training once that much training time has passed, and the run ends
+    normally (final evaluation, export) short of total_steps."""
+    args = [*TINY, "--total-steps", "10000000", "--minutes", "0.05", "--eval-every", "100000"]
+    done = run(TRAIN, *args, "--runs-dir", tmp_path, "--run-name", "timed")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "for 10,000,000 steps or 0.05 minutes" in done.stdout
+    latest = json.loads((tmp_path / "timed" / "checkpoints" / "latest.json").read_text())
+    assert 0 < latest["steps"] < 10_000_000
+    assert latest["train_seconds"] >= 3.0
+    assert (tmp_path / "timed" / "final.onnx").is_file()
+
+
 # --- interrupting and resuming ----------------------------------------------------------------
 
 
@@ -392,6 +405,18 @@ BAD_TRAIN_ARGS = {
     "infinite learning rate": (
         lambda runs: [*TINY, "--learning-rate", "inf", "--runs-dir", runs],
         "--learning-rate must be > 0 and finite",
+    ),
+    "negative minutes": (
+        lambda runs: [*TINY, "--minutes", "-1", "--runs-dir", runs],
+        "--minutes must be >= 0 and finite",
+    ),
+    "random start above 1": (
+        lambda runs: [*TINY, "--random-start", "1.5", "--runs-dir", runs],
+        "--random-start must be a probability",
+    ),
+    "random start without the batched env": (
+        lambda runs: [*TINY, "--vec-env", "dummy", "--random-start", "0.5", "--runs-dir", runs],
+        "--random-start needs --vec-env batched",
     ),
     "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
     "resume without its state": (lambda runs: broken_run(runs, "{}", None), "latest.json"),
