@@ -431,6 +431,12 @@ def test_make_vec_returns_the_batched_env() -> None:
     assert info["action_mask"].shape == (3, 9) and info["action_mask"].dtype == np.int8
     assert envs.observation_space.contains(obs)
     np.testing.assert_array_equal(envs.unwrapped.action_masks(), info["action_mask"] == 1)
+    # the vector entry point is also what make_vec gives when no mode is named
+    assert isinstance(gym.make_vec("ButtonUp-v0", num_envs=2).unwrapped, ButtonUpVectorEnv)
+    # and "sync" still gives single ButtonUp-v0 envs
+    assert isinstance(
+        gym.make_vec("ButtonUp-v0", 2, vectorization_mode="sync"), gym.vector.SyncVectorEnv
+    )
 
 
 def test_render_ansi() -> None:
