@@ -9,7 +9,7 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
 * ``default``: exactly the default training run's model, envs and opponent pool
   (training/train.py's defaults), without its periodic evaluations and checkpoints;
 * ``previous``: the defaults before the batched env (ButtonUp-v0 envs in a DummyVecEnv, 8 envs
-  x 256 steps, batch 512, 2 x 256 hidden units), the same otherwise;
+  x 256 steps, batch 512, 2 x 256 hidden units, no random starts), the same otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
 
 For both ButtonUp setups it also reports where the time goes: the share spent collecting
@@ -36,7 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
 from train import TrainConfig, make_model, resolve
 from train import make_vec_env as make_training_envs
 
-PREVIOUS = dict(vec_env="dummy", n_envs=8, n_steps=256, batch_size=512, hidden=(256, 256))
+PREVIOUS = dict(
+    vec_env="dummy", n_envs=8, n_steps=256, batch_size=512, hidden=(256, 256), random_start=0.0
+)
 """The training defaults before the batched env (commit e8c9c8e)."""
 
 
