@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NoReturn
@@ -267,12 +268,20 @@ class EntropySchedule(BaseCallback):
 class Periodic(BaseCallback):
     """Snapshots, evaluations and checkpoints at fixed step intervals."""
 
-    def __init__(self, config: TrainConfig, run_dir: Path, state: dict, stop: StopRequest) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        run_dir: Path,
+        state: dict,
+        stop: StopRequest,
+        on_eval: Callable[[dict], None] | None = None,
+    ) -> None:
         super().__init__()
         self.config = config
         self.run_dir = run_dir
         self.state = state  # persisted in checkpoints/latest.json
         self.stop = stop
+        self.on_eval = on_eval
         self.bar: tqdm | None = None
 
     @property
@@ -357,6 +366,8 @@ class Periodic(BaseCallback):
             f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
         (self.bar.write if self.bar is not None else print)(message)
+        if self.on_eval is not None:
+            self.on_eval(row)
 
 
 class StopRequest:
@@ -443,8 +454,15 @@ def config_from_json(data: dict) -> TrainConfig:
 # --- main ----------------------------------------------------------------------------------
 
 
-def train(config: TrainConfig, argv: list[str]) -> Path:
-    """Run (or resume) a training; return the run folder. A new run's ``config`` is resolved."""
+def train(
+    config: TrainConfig, argv: list[str], on_eval: Callable[[dict], None] | None = None
+) -> Path:
+    """Run (or resume) a training; return the run folder. A new run's ``config`` is resolved.
+
+    ``on_eval`` is called with each periodic evaluation's row once it is in ``eval.jsonl``
+    (training/tune.py reports it to Optuna); an exception it raises ends the training, after
+    the checkpoint is saved, and leaves ``train`` (the pruning of a trial).
+    """
     if config.resume is not None:
         run_dir = config.resume
         if not (run_dir / "config.json").is_file():
@@ -483,7 +501,7 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         model = make_model(config, venv, tensorboard_log=run_dir / "tb")
         print(f"training in {run_dir} for {config.total_steps:,} steps")
     stop = StopRequest()
-    periodic = Periodic(config, run_dir, state, stop)
+    periodic = Periodic(config, run_dir, state, stop, on_eval)
     callbacks = CallbackList([Clock(state), EntropySchedule(config), periodic])
     remaining = config.total_steps - model.num_timesteps
     try:
