@@ -208,7 +208,7 @@ def open_storage(
                     engine_kwargs={"connect_args": connect_args},
                     heartbeat_interval=heartbeat,
                     grace_period=None if heartbeat is None else 2 * heartbeat,
-                    failed_trial_callback=on_stale,
+                    heartbeat_stale_trial_callback=on_stale,
                 )
         except ImportError:
             fail(

@@ -158,8 +158,9 @@ def bootstrap_seed(seed: int) -> Iterator[None]:
     """Seed the bootstrap of one rliable call, and put numpy's global generator back after.
 
     rliable 1.2's ``StratifiedBootstrap.update_indices`` draws its resamples with
-    ``np.random.choice``, numpy's global generator, whatever ``random_state`` says; so the
-    only way to a reproducible interval is to seed that generator for the call.
+    ``np.random.choice``, numpy's global generator, whatever ``random_state`` says (so none is
+    passed: arch only warns that it is deprecated); the only way to a reproducible interval is
+    to seed that generator for the call.
     """
     saved = np.random.get_state()
     np.random.seed(seed)
@@ -184,7 +185,6 @@ def interval_estimates(
                 {group: np.asarray(values, dtype=float).reshape(-1, 1)},
                 lambda s: np.array([metrics.aggregate_iqm(s)]),
                 reps=reps,
-                random_state=np.random.RandomState(seed),
             )
         points[group] = float(point[group][0])
         intervals[group] = (float(interval[group][0, 0]), float(interval[group][1, 0]))
@@ -217,7 +217,6 @@ def curve_estimates(
             # metrics.aggregate_iqm of each figure-step's runs x tasks, all in one call
             lambda s: scipy.stats.trim_mean(s.reshape(-1, s.shape[-1]), 0.25, axis=0),
             reps=reps,
-            random_state=np.random.RandomState(seed),
         )
     n = len(common)
     return common, {
