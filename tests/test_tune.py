@@ -108,8 +108,8 @@ def check_shared_study(url: str, runs: Path, study: str, trials: int, outputs: l
     assert len(finished) == trials
     others = [t for t in all_trials if t.state not in FINISHED]
     # two workers asking in the same instant for the last place: the later trial is not run
-    assert all(t.user_attrs.get("slot_taken") and "run_dir" not in t.user_attrs for t in others)
-    assert sorted(t.user_attrs["slot"] for t in finished) == list(range(trials))
+    assert all(t.user_attrs.get("places_taken") and "run_dir" not in t.user_attrs for t in others)
+    assert sorted(t.user_attrs["place"] for t in finished) == list(range(trials))
 
     printed = [{int(n) for n, _ in PROGRESS.findall(out)} for out in outputs]
     assert all(printed), outputs  # every worker ran trials
@@ -425,7 +425,7 @@ def seeds_study(url: str, name: str, runs: int, rng: np.random.Generator) -> lis
         study.add_trial(
             optuna.trial.create_trial(
                 value=final["regret_perfect"],
-                user_attrs={"final": final, "evals": evals, "seed": seed, "slot": seed},
+                user_attrs={"final": final, "evals": evals, "seed": seed, "place": seed},
             )
         )
     study.add_trial(optuna.trial.create_trial(state=TrialState.FAIL))  # not counted
@@ -558,3 +558,14 @@ def test_report_refuses_a_missing_study_or_storage(
         assert stopped.value.code == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and fragment in lines[0], lines
+
+
+def test_the_tune_benchmark_refuses_no_repeats() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_tune.py"), "--repeats", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--repeats must be >= 1, got 0" in done.stderr.splitlines()[-1]

@@ -25,7 +25,7 @@ twice --heartbeat seconds, another worker marks its trial failed (failed trials 
 retried) and runs a new one in its place (with --seeds, with the seed it had). Ctrl-C stops a
 worker once its training has saved a checkpoint; its trial is marked failed.
 
-Each trial's attributes (optuna-dashboard shows them): slot (its place among the --trials),
+Each trial's attributes (optuna-dashboard shows them): place (its place among the --trials),
 seed, worker, run_dir, command (the train.py command that repeats it), config, evals (the
 periodic evaluations so far) and final (the figures at its end: regret and win rate against
 each bot, the best regret, the exact exploitability). The run folder gets them in trial.json.
@@ -123,7 +123,7 @@ class TuneConfig:
     worker was killed) is marked failed by the next worker that looks."""
 
 
-class SlotTaken(Exception):
+class PlacesTaken(Exception):
     """Every place among the study's trials was taken by an earlier trial while this one was
     being created (two workers asked at the same moment): this trial is not run."""
 
@@ -440,7 +440,7 @@ class Worker:
                 )
                 raise SystemExit(1)
 
-    def claim_slot(self, trial: Trial) -> int:
+    def claim_place(self, trial: Trial) -> int:
         """This trial's place among the ``trials``: the first one that no earlier trial still
         counting (running, complete or pruned) holds. Trial numbers follow creation (Optuna
         locks the study row to number them), so two workers never take the same place."""
@@ -451,18 +451,18 @@ class Worker:
                 if t.number < trial.number and t.state in (TrialState.RUNNING, *FINISHED)
             ]
             if any(
-                t.state == TrialState.RUNNING and "slot" not in t.user_attrs for t in earlier
+                t.state == TrialState.RUNNING and "place" not in t.user_attrs for t in earlier
             ):  # a worker is claiming right now: its place is known in a moment
                 time.sleep(0.2)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     optuna.storages.fail_stale_trials(self.study)
                 continue
-            held = {t.user_attrs.get("slot") for t in earlier}
-            free = [slot for slot in range(self.trials) if slot not in held]
+            held = {t.user_attrs.get("place") for t in earlier}
+            free = [place for place in range(self.trials) if place not in held]
             if not free:
-                raise SlotTaken(f"the other {self.trials} trials were under way already")
-            trial.set_user_attr("slot", free[0])
+                raise PlacesTaken(f"the other {self.trials} trials were under way already")
+            trial.set_user_attr("place", free[0])
             return free[0]
 
     def objective(self, trial: Trial) -> float:
@@ -473,8 +473,8 @@ class Worker:
             return self.run_trial(trial)
         except optuna.TrialPruned:
             raise
-        except SlotTaken as error:
-            trial.set_user_attr("slot_taken", True)
+        except PlacesTaken as error:
+            trial.set_user_attr("places_taken", True)
             trial.set_user_attr("error", str(error))
             raise
         except SystemExit as error:  # train.py stopped: Ctrl-C / kill (130) or refused (2)
@@ -499,9 +499,9 @@ class Worker:
 
     def run_trial(self, trial: Trial) -> float:
         settings = self.settings
-        slot = self.claim_slot(trial)
+        place = self.claim_place(trial)
         seeds = settings["mode"] == "seeds"
-        seed = settings["seed"] + (slot if seeds else 0)
+        seed = settings["seed"] + (place if seeds else 0)
         run_name = f"trial-{trial.number:04d}"
         argv = [
             *base_flags(settings),
@@ -559,7 +559,7 @@ class Worker:
             "study": self.study.study_name,
             "trial": trial.number,
             "state": state,
-            **{k: trial.user_attrs.get(k) for k in ("slot", "seed", "worker", "command")},
+            **{k: trial.user_attrs.get(k) for k in ("place", "seed", "worker", "command")},
             "params": trial.params,
             "final": final,
             "evals": evals,
@@ -581,7 +581,7 @@ class Worker:
             line = f"trial {trial.number} pruned at step {final.get('steps', 0):,}  " + (
                 f"regret {final['regret_perfect']:.3f}" if "regret_perfect" in final else ""
             )
-        elif attrs.get("slot_taken"):
+        elif attrs.get("places_taken"):
             line = f"trial {trial.number} not run: {attrs.get('error')} (marked failed)"
         else:
             self.failed_in_a_row += 1
