@@ -525,6 +525,9 @@ def train(
         finish(model, config, run_dir, state)
     except KeyboardInterrupt:  # a second Ctrl-C, or one during the export: --resume redoes it
         stopped(model, run_dir)
+    finally:  # learn() made a logger: its TensorBoard writer holds a thread and a file open
+        if hasattr(model, "_logger"):  # (tune.py runs many trainings in one process)
+            model.logger.close()
     return run_dir
 
 
