@@ -600,6 +600,12 @@ def settings_command(settings: dict[str, Any], name: str, trials: int | None) ->
     args += ["--preset", settings.get("preset", "?"), "--seed", str(settings.get("seed", 0))]
     if settings.get("steps") is not None:
         args += ["--steps", str(settings["steps"])]
+    if settings.get("mode") == "sweep" and settings.get("pruner", "median") != "median":
+        args += ["--pruner", settings["pruner"]]
+    if settings.get("mode") == "sweep" and settings.get("startup_trials", 5) != 5:
+        args += ["--startup-trials", str(settings["startup_trials"])]
+    if settings.get("exploitability") is False:
+        args.append("--no-exploitability")
     if settings.get("train_args"):
         args += ["--", *settings["train_args"]]
     return shlex.join(args)
