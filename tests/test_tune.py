@@ -173,7 +173,10 @@ def postgres_url() -> Iterator[str]:
     bindir = postgres_bin()
     if bindir is None or not (bindir / "pg_ctl").exists():
         pytest.skip("no PostgreSQL binaries (initdb, pg_ctl) found: apt-get install postgresql")
-    folder = Path(tempfile.mkdtemp(prefix="buttonup-pg-"))
+    # in /tmp itself: the postgres user must reach it (TMPDIR may be under /root)
+    folder = Path(
+        tempfile.mkdtemp(prefix="buttonup-pg-", dir="/tmp" if Path("/tmp").is_dir() else None)
+    )
     as_user: list[str] = []
     if os.geteuid() == 0:
         try:
