@@ -96,7 +96,8 @@ class TuneConfig:
     space: Path | None = None
     """Search space of a sweep, a TOML file (default: training/spaces/default.toml)."""
     steps: int | None = None
-    """Environment steps per trial (default: the preset's total_steps)."""
+    """Environment steps per trial (default: the preset's total_steps; a time budget that
+    the preset sets still applies)."""
     seeds: int | None = None
     """Instead of a sweep, run the fixed configuration (--preset and the flags after --) with
     the seeds SEED .. SEED + K - 1, one trial each, for a many-seed result."""
@@ -533,7 +534,7 @@ class Worker:
             evals.append(row)
             trial.set_user_attr("evals", evals)
             trial.report(float(row["regret_perfect"]), int(row["steps"]))
-            if row["steps"] < config.total_steps and trial.should_prune():
+            if not budget_reached(config, row) and trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at step {row['steps']:,}")
 
         self.study_dir.mkdir(parents=True, exist_ok=True)
@@ -589,6 +590,13 @@ class Worker:
         seed = f"  seed {attrs['seed']}" if "seed" in attrs else ""
         where = f"  {attrs['run_dir']}" if "run_dir" in attrs else ""
         print(f"{line}{seed}  {tail}{where}", flush=True)
+
+
+def budget_reached(config: TrainConfig, row: dict[str, Any]) -> bool:
+    """Whether the evaluation ``row`` is the one at the end of the training (its steps, or the
+    time budget of a train.py that has --minutes): pruning there would stop nothing."""
+    minutes = getattr(config, "minutes", None)
+    return row["steps"] >= config.total_steps or bool(minutes and row["minutes"] >= minutes)
 
 
 def report_stale(study: optuna.Study, trial: FrozenTrial) -> None:
