@@ -1,11 +1,14 @@
-"""Helpers shared by the training scripts: code version and model cards."""
+"""Helpers shared by the training scripts: code version, model cards, Optuna storages."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -149,3 +152,76 @@ def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | N
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+# --- Optuna storages (training/tune.py and training/report.py) ---------------------------------
+
+
+def safe_url(url: str) -> str:
+    """A storage ``url`` with its password hidden (for messages)."""
+    import sqlalchemy
+
+    try:
+        return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
+    except sqlalchemy.exc.ArgumentError:
+        return url
+
+
+def first_line(error: object) -> str:
+    """The first line of an error's message (database drivers add several)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def open_storage(
+    url: str,
+    heartbeat: int | None = None,
+    on_stale: Callable[[Any, Any], None] | None = None,
+    create: bool = True,
+) -> Any:
+    """Optuna's ``RDBStorage`` at ``url`` (tables created if new). An unreachable or malformed
+    URL, or with ``create`` False a SQLite file that does not exist, ends the script with one
+    error line. Workers give ``heartbeat`` (seconds between a running trial's heartbeats; one
+    silent for twice as long is failed) and ``on_stale(study, trial)``, called for each trial
+    this process fails so."""
+    import optuna
+    import sqlalchemy
+
+    if "://" not in url:
+        fail(f"--storage {url!r} is not a URL; for a SQLite file give sqlite:///PATH")
+    connect_args: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        connect_args = {"timeout": 60}  # workers wait for each other's writes
+        try:
+            database = sqlalchemy.engine.make_url(url).database
+        except sqlalchemy.exc.ArgumentError:
+            database = None
+        if not create and database and not Path(database).is_file():
+            fail(f"--storage {url}: there is no such file ({database})")
+    elif url.startswith("postgresql"):
+        connect_args = {"connect_timeout": 10}
+    for attempt in range(3):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(
+                    url,
+                    engine_kwargs={"connect_args": connect_args},
+                    heartbeat_interval=heartbeat,
+                    grace_period=None if heartbeat is None else 2 * heartbeat,
+                    heartbeat_stale_trial_callback=on_stale,
+                )
+        except ImportError:
+            fail(
+                f"--storage {safe_url(url)}: no database driver for it is installed (pip install "
+                f'"buttonup-env[tune]" gives sqlite:/// and postgresql+psycopg://)'
+            )
+        except sqlalchemy.exc.ArgumentError as error:
+            fail(f"--storage {safe_url(url)} is not a valid storage URL ({first_line(error)})")
+        except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as error:
+            reason = first_line(getattr(error, "orig", None) or error)
+            # workers that create the tables at the same moment: the later ones try again
+            if attempt < 2 and re.search(r"already exists|duplicate|locked", reason, re.I):
+                time.sleep(1 + attempt)
+                continue
+            fail(f"--storage {safe_url(url)}: cannot open it ({reason})")
+    raise AssertionError("not reached")

@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, NoReturn
@@ -321,12 +322,20 @@ class EntropySchedule(BaseCallback):
 class Periodic(BaseCallback):
     """Snapshots, evaluations and checkpoints at fixed step intervals."""
 
-    def __init__(self, config: TrainConfig, run_dir: Path, state: dict, stop: StopRequest) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        run_dir: Path,
+        state: dict,
+        stop: StopRequest,
+        on_eval: Callable[[dict], None] | None = None,
+    ) -> None:
         super().__init__()
         self.config = config
         self.run_dir = run_dir
         self.state = state  # persisted in checkpoints/latest.json
         self.stop = stop
+        self.on_eval = on_eval
         self.bar: tqdm | None = None
 
     @property
@@ -413,6 +422,8 @@ class Periodic(BaseCallback):
             f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
         (self.bar.write if self.bar is not None else print)(message)
+        if self.on_eval is not None:
+            self.on_eval(row)
 
 
 def write_snapshot(model: MaskablePPO, run_dir: Path) -> Path:
@@ -506,8 +517,15 @@ def config_from_json(data: dict) -> TrainConfig:
 # --- main ----------------------------------------------------------------------------------
 
 
-def train(config: TrainConfig, argv: list[str]) -> Path:
-    """Run (or resume) a training; return the run folder. A new run's ``config`` is resolved."""
+def train(
+    config: TrainConfig, argv: list[str], on_eval: Callable[[dict], None] | None = None
+) -> Path:
+    """Run (or resume) a training; return the run folder. A new run's ``config`` is resolved.
+
+    ``on_eval`` is called with each periodic evaluation's row once it is in ``eval.jsonl``
+    (training/tune.py reports it to Optuna); an exception it raises ends the training, after
+    the checkpoint is saved, and leaves ``train`` (the pruning of a trial).
+    """
     if config.resume is not None:
         run_dir = config.resume
         if not (run_dir / "config.json").is_file():
@@ -547,7 +565,7 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         budget = f" or {config.minutes:g} minutes" if config.minutes else ""
         print(f"training in {run_dir} for {config.total_steps:,} steps{budget}")
     stop = StopRequest()
-    periodic = Periodic(config, run_dir, state, stop)
+    periodic = Periodic(config, run_dir, state, stop, on_eval)
     if checkpoint is None:  # the first snapshot, before the first episode: pure self-play has
         write_snapshot(model, run_dir)  # an opponent from the start
         state["next_snapshot"] = config.snapshot_every
@@ -574,6 +592,9 @@ def train(config: TrainConfig, argv: list[str]) -> Path:
         finish(model, config, run_dir, state)
     except KeyboardInterrupt:  # a second Ctrl-C, or one during the export: --resume redoes it
         stopped(model, run_dir)
+    finally:  # learn() made a logger: its TensorBoard writer holds a thread and a file open
+        if hasattr(model, "_logger"):  # (tune.py runs many trainings in one process)
+            model.logger.close()
     return run_dir
 
 

@@ -1,0 +1,574 @@
+"""training/tune.py and training/report.py: workers sharing a study (SQLite and a real
+PostgreSQL server), a worker killed mid-trial, pruning and resuming, the report's figures
+against rliable called directly, and the one-line refusals of bad input."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+optuna = pytest.importorskip("optuna", reason="needs the tune extra: pip install -e '.[tune]'")
+from optuna.trial import TrialState  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TUNE = ROOT / "training" / "tune.py"
+
+TINY_TRAIN = [
+    "--threads", "1",
+    "--n-envs", "2",
+    "--n-steps", "64",
+    "--batch-size", "64",
+    "--hidden", "16", "16",
+    "--snapshot-every", "128",
+    "--eval-every", "128",
+    "--checkpoint-every", "128",
+    "--eval-matches", "2",
+    "--final-eval-matches", "2",
+]  # fmt: skip
+"""train.py flags of a trial of a few seconds (with --steps 256: evaluations at 0, 128, 256)."""
+
+TINY_SPACE = """
+[learning_rate]
+low = 1e-4
+high = 1e-3
+log = true
+
+[clip_range]
+choices = [0.1, 0.2]
+
+[opponents]
+perfect = { low = 0.5, high = 0.9 }
+"""
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+PROGRESS = re.compile(r"^trial (\d+) (complete|pruned)", re.M)
+
+
+def tune_args(study: str, runs: Path, *extra: str, steps: int = 256) -> list[str]:
+    return [
+        "--study", study,
+        "--runs-dir", str(runs),
+        "--steps", str(steps),
+        "--no-exploitability",
+        "--heartbeat", "1",
+        *extra,
+        "--", *TINY_TRAIN,
+    ]  # fmt: skip
+
+
+def start_worker(args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(TUNE), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        start_new_session=True,
+    )
+
+
+def finish(worker: subprocess.Popen, timeout: float = 600) -> tuple[str, str]:
+    try:
+        out, err = worker.communicate(timeout=timeout)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.communicate()
+    assert worker.returncode == 0, err[-3000:]
+    assert "Traceback" not in err, err
+    return out, err
+
+
+def load(study: str, url: str) -> optuna.Study:
+    return optuna.load_study(study_name=study, storage=url)
+
+
+def check_shared_study(url: str, runs: Path, study: str, trials: int, outputs: list[str]) -> None:
+    """The study ended with ``trials`` finished trials, each run once, by one worker, into its
+    own run folder, with all its evaluations; the workers' progress lines account for each."""
+    all_trials = load(study, url).get_trials()
+    finished = [t for t in all_trials if t.state in FINISHED]
+    assert len(finished) == trials
+    others = [t for t in all_trials if t.state not in FINISHED]
+    # two workers asking in the same instant for the last place: the later trial is not run
+    assert all(t.user_attrs.get("places_taken") and "run_dir" not in t.user_attrs for t in others)
+    assert sorted(t.user_attrs["place"] for t in finished) == list(range(trials))
+
+    printed = [{int(n) for n, _ in PROGRESS.findall(out)} for out in outputs]
+    assert all(printed), outputs  # every worker ran trials
+    assert set.union(*printed) == {t.number for t in finished}
+    assert sum(map(len, printed)) == trials  # no trial run by two workers
+    assert len({t.user_attrs["worker"] for t in finished}) == len(outputs)
+
+    folders = sorted(p.name for p in (runs / study).iterdir() if p.is_dir())
+    assert folders == sorted(f"trial-{t.number:04d}" for t in finished)
+    for t in finished:
+        run_dir = Path(t.user_attrs["run_dir"])
+        card = json.loads((run_dir / "trial.json").read_text())
+        assert card["trial"] == t.number and card["state"] == t.state.name.lower()
+        rows = [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
+        assert rows == t.user_attrs["evals"] == card["evals"]  # no evaluation lost
+        assert t.intermediate_values == {row["steps"]: row["regret_perfect"] for row in rows}
+        config = json.loads((run_dir / "config.json").read_text())
+        assert config["command"] == t.user_attrs["command"]
+        if t.state == TrialState.COMPLETE:
+            assert t.value == rows[-1]["regret_perfect"] == t.user_attrs["final"]["regret_perfect"]
+            assert rows[-1]["steps"] == 256
+
+
+def two_workers(url: str | None, runs: Path, study: str, trials: int) -> None:
+    extra = ["--trials", str(trials)] + ([] if url is None else ["--storage", url])
+    space = runs / "space.toml"
+    runs.mkdir(parents=True, exist_ok=True)
+    space.write_text(TINY_SPACE)
+    args = tune_args(study, runs, *extra, "--space", str(space))
+    workers = [start_worker(args), start_worker(args)]
+    outputs = [finish(worker)[0] for worker in workers]
+    check_shared_study(url or f"sqlite:///{runs / 'optuna.db'}", runs, study, trials, outputs)
+
+
+@pytest.mark.slow
+def test_two_workers_share_a_sqlite_study(tmp_path: Path) -> None:
+    two_workers(None, tmp_path / "runs", "pair", trials=4)
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------
+
+
+def postgres_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server of its own in a temporary folder, on a free local port, stopped
+    afterwards. As root (CI) it runs as the ``postgres`` user: PostgreSQL refuses root."""
+    bindir = postgres_bin()
+    if bindir is None or not (bindir / "pg_ctl").exists():
+        pytest.skip("no PostgreSQL binaries (initdb, pg_ctl) found: apt-get install postgresql")
+    # in /tmp itself: the postgres user must reach it (TMPDIR may be under /root)
+    folder = Path(
+        tempfile.mkdtemp(prefix="buttonup-pg-", dir="/tmp" if Path("/tmp").is_dir() else None)
+    )
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no postgres user to run PostgreSQL as")
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    data, port = folder / "data", free_port()
+
+    def pg(*args: str | Path) -> None:
+        subprocess.run([*as_user, *map(str, args)], check=True, capture_output=True, timeout=120)
+
+    pg(bindir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8")
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
+    pg(bindir / "pg_ctl", "-D", data, "-l", folder / "server.log", "-w", "-o", options, "start")
+    try:
+        pg(bindir / "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "tune")
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/tune"
+    finally:
+        pg(bindir / "pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_two_workers_share_a_postgresql_study(postgres_url: str, tmp_path: Path) -> None:
+    two_workers(postgres_url, tmp_path / "runs", "pair", trials=4)
+
+
+# --- a worker killed mid-trial ------------------------------------------------------------
+
+
+def folder_state(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_trial_leaves_it_failed_and_the_study_goes_on(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    args = tune_args("killed", runs, "--seeds", "2", steps=512)
+    victim = start_worker(args)
+    first = runs / "killed" / "trial-0000"
+    deadline = time.monotonic() + 300
+    while not (first / "checkpoints" / "latest.zip").exists():  # mid-trial
+        assert victim.poll() is None, victim.communicate()
+        assert time.monotonic() < deadline, "no checkpoint after 300 s"
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.communicate()
+    url = f"sqlite:///{runs / 'optuna.db'}"
+    (killed,) = load("killed", url).get_trials()
+    assert killed.state == TrialState.RUNNING  # until a worker sees its heartbeat stop
+    left = folder_state(first)
+
+    out, _ = finish(start_worker(args))  # the same command, on the same storage
+    trials = load("killed", url).get_trials()
+    assert trials[0].state == TrialState.FAIL and trials[0].number == killed.number
+    assert trials[0].user_attrs == killed.user_attrs  # failed as it was left, not retried
+    assert f"trial {killed.number} of {killed.user_attrs['worker']} sent no heartbeat" in out
+    finished = [t for t in trials if t.state in FINISHED]
+    assert len(finished) == 2 and len(trials) == 3
+    assert sorted(t.user_attrs["seed"] for t in finished) == [0, 1]  # seed 0 ran again, anew
+    assert folder_state(first) == left  # the killed trial's folder is left as it was
+    assert {int(n) for n, _ in PROGRESS.findall(out)} == {t.number for t in finished}
+
+
+# --- in one process: pruning, resuming, refusals ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tune(training_script: Callable[[str], ModuleType]) -> ModuleType:
+    return training_script("tune")
+
+
+@pytest.mark.slow
+def test_a_pruned_trial_stops_its_training_and_resume_goes_on(
+    tune: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    runs, space = tmp_path / "runs", tmp_path / "space.toml"
+    space.write_text(TINY_SPACE)
+    url = f"sqlite:///{runs / 'optuna.db'}"
+    # a pruner that stops every trial at its first evaluation after step 0
+    monkeypatch.setattr(
+        tune, "make_pruner", lambda _: optuna.pruners.ThresholdPruner(upper=0.0, n_warmup_steps=1)
+    )
+    args = tune_args("cut", runs, "--trials", "1", "--space", str(space), steps=512)
+    tune.main([a for a in args if a != "--no-exploitability"])
+    out = capsys.readouterr().out
+    (trial,) = load("cut", url).get_trials()
+    assert trial.state == TrialState.PRUNED
+    assert re.search(r"^trial 0 pruned at step 128 .*\[1/1 finished\]", out, re.M), out
+    run_dir = Path(trial.user_attrs["run_dir"])
+    assert json.loads((run_dir / "checkpoints" / "latest.json").read_text())["steps"] == 128
+    assert not (run_dir / "final.onnx").exists()  # training stopped there
+    assert trial.user_attrs["final"]["steps"] == 128
+    assert "exploitability" not in trial.user_attrs["final"]
+    assert json.loads((run_dir / "trial.json").read_text())["state"] == "pruned"
+
+    monkeypatch.undo()  # the median pruner: it waits for 5 complete trials
+    tune.main(["--study", "cut", "--resume", "--trials", "2", "--runs-dir", str(runs)])
+    out = capsys.readouterr().out
+    trials = load("cut", url).get_trials()
+    assert [t.state for t in trials] == [TrialState.PRUNED, TrialState.COMPLETE]
+    final = trials[1].user_attrs["final"]
+    assert final["steps"] == 512 and 0 < final["exploitability"] < 20
+    assert f"exploitability {final['exploitability']:.2f}" in out
+    assert "study cut: 1 complete, 1 pruned, 0 failed; best: trial 1" in out
+    assert "report: python training/report.py --study cut --runs-dir " in out
+
+
+def make_space(text: str) -> Callable[[Path], list[str]]:
+    def args(tmp_path: Path) -> list[str]:
+        (tmp_path / "space.toml").write_text(text)
+        return ["--trials", "2", "--space", str(tmp_path / "space.toml")]
+
+    return args
+
+
+def with_storage(url: str) -> Callable[[Path], list[str]]:
+    return lambda tmp_path: [*make_space(TINY_SPACE)(tmp_path), "--storage", url]
+
+
+def existing_study(tmp_path: Path) -> list[str]:
+    """A study made with --steps 512, joined by a command with --steps 256."""
+    (tmp_path / "space.toml").write_text(TINY_SPACE)
+    args = ["--trials", "2", "--space", str(tmp_path / "space.toml")]
+    (tmp_path / "runs").mkdir()
+    study = optuna.create_study(
+        study_name="bad", storage=f"sqlite:///{tmp_path / 'runs' / 'optuna.db'}"
+    )
+    tune = sys.modules["buttonup_tune"]
+    config = tune.TuneConfig(study="bad", trials=2, steps=512, space=tmp_path / "space.toml")
+    study.set_user_attr("tune", tune.new_settings(config, TINY_TRAIN))
+    return args
+
+
+BAD_TUNE_ARGS = {
+    "unknown parameter": (make_space("[learning_rat]\nlow = 1\nhigh = 2\n"), "'learning_rat'"),
+    "unknown key": (make_space("[gamma]\nlow = 0.9\nhigh = 1\nlg = true\n"), "unknown key 'lg'"),
+    "space not TOML": (make_space("[[[\n"), "cannot read it as TOML"),
+    "bound refused by train.py": (
+        make_space("[gamma]\nchoices = [0.99, 1.5]\n"),
+        "gamma = 1.5 is refused by train.py: --gamma must be in (0, 1], got 1.5",
+    ),
+    "parameter also after --": (
+        make_space("[n_envs]\nchoices = [2, 4]\n"),
+        "n_envs is also set by a flag after --",
+    ),
+    "not a URL": (with_storage("runs/x.db"), "is not a URL"),
+    "malformed URL": (
+        with_storage("nosuchdb://x"),
+        "--storage nosuchdb://x is not a valid storage URL",
+    ),
+    "unreachable server": (
+        with_storage("postgresql+psycopg://u:secret@127.0.0.1:1/db"),
+        "--storage postgresql+psycopg://u:***@127.0.0.1:1/db: cannot open it (connection failed",
+    ),
+    "resume a missing study": (
+        lambda _: ["--resume"],
+        "--resume: there is no study 'bad' in sqlite:///",
+    ),
+    "a sweep without --trials": (lambda _: [], "give --trials N"),
+    "seed after --": (lambda _: ["--trials", "2", "--", "--seed", "3"], "--seed after --"),
+    "unknown train.py flag": (
+        lambda _: ["--trials", "2", "--", "--nosuch", "3"],
+        "the train.py flags after -- are refused: Unrecognized options: --nosuch",
+    ),
+    "space with --seeds": (
+        lambda _: ["--seeds", "3", "--space", "x.toml"],
+        "--space is for sweeps",
+    ),
+    "no trials": (lambda _: ["--trials", "0"], "--trials must be >= 1, got 0"),
+    "other settings": (existing_study, "was created with other settings (steps: 512 there, 256"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TUNE_ARGS))
+def test_tune_refuses_bad_input_in_one_line(
+    case: str, tune: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    make_args, fragment = BAD_TUNE_ARGS[case]
+    extra = make_args(tmp_path)
+    if "--" not in extra and "--resume" not in extra:
+        extra += ["--", *TINY_TRAIN]
+    args = ["--study", "bad", "--runs-dir", str(tmp_path / "runs"), "--steps", "256", *extra]
+    with pytest.raises(SystemExit) as stopped:
+        tune.main(args)
+    assert stopped.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    assert fragment in lines[0], lines[0]
+    assert captured.out == ""
+
+
+def test_a_bad_study_name_is_refused_from_the_command_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(TUNE), "--study", "a/b", "--trials", "1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --study 'a/b': use letters, digits, '.', '_' and '-' (a folder name)"
+    ]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_default_space_fits_the_default_training(tune: ModuleType) -> None:
+    space = tune.load_space(tune.DEFAULT_SPACE)
+    assert set(space) <= set(tune.tunable_defaults())
+    config = tune.TuneConfig(study="default", trials=1)
+    settings = tune.new_settings(config, [])  # checks every bound against train.py
+    assert settings["space"] == space and settings["mode"] == "sweep"
+
+
+# --- training/report.py -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report(training_script: Callable[[str], ModuleType]) -> ModuleType:
+    return training_script("report")
+
+
+def seeds_study(url: str, name: str, runs: int, rng: np.random.Generator) -> list[dict]:
+    """A finished many-seed study with made-up figures (no training); returns the finals."""
+    study = optuna.create_study(study_name=name, storage=url)
+    study.set_user_attr("tune", {"mode": "seeds", "seeds": runs, "preset": "quick", "seed": 0})
+    finals = []
+    for seed in range(runs):
+        evals = [
+            {
+                "steps": steps,
+                "regret_perfect": float(rng.uniform(0.1, 2.0)),
+                **{
+                    f"win_rate_{bot}": float(rng.uniform())
+                    for bot in ("random", "greedy", "perfect")
+                },
+            }
+            for steps in (0, 1000, 2000)
+        ]
+        final = {k: v for k, v in evals[-1].items() if k != "steps"}
+        if seed > 0:  # one run without the exploitability: it is left out of that figure only
+            final["exploitability"] = float(rng.uniform(1, 8))
+        finals.append(final)
+        study.add_trial(
+            optuna.trial.create_trial(
+                value=final["regret_perfect"],
+                user_attrs={"final": final, "evals": evals, "seed": seed, "place": seed},
+            )
+        )
+    study.add_trial(optuna.trial.create_trial(state=TrialState.FAIL))  # not counted
+    return finals
+
+
+def rliable_iqm(values: list[float], reps: int) -> tuple[float, float, float]:
+    from rliable import library as rly
+    from rliable import metrics
+
+    np.random.seed(0)  # rliable 1.2 resamples with np.random.choice (see report.bootstrap_seed)
+    point, interval = rly.get_interval_estimates(
+        {"x": np.array(values).reshape(-1, 1)},
+        lambda scores: np.array([metrics.aggregate_iqm(scores)]),
+        reps=reps,
+    )
+    return float(point["x"][0]), float(interval["x"][0, 0]), float(interval["x"][1, 0])
+
+
+def test_report_of_many_seed_studies_matches_rliable(report: ModuleType, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fixture.db'}"
+    rng = np.random.default_rng(7)
+    finals = {"a": seeds_study(url, "a", 7, rng), "b": seeds_study(url, "b", 5, rng)}
+    out = tmp_path / "report"
+    report.main(["--study", "a", "b", "--storage", url, "--out", str(out), "--reps", "300"])
+    table = (out / "report.md").read_text()
+    figures = json.loads((out / "report.json").read_text())["figures"]
+    for key, label in report.FIGURES.items():
+        for group, runs in finals.items():
+            values = [final[key] for final in runs if key in final]
+            iqm, low, high = rliable_iqm(values, reps=300)
+            entry = figures[key][group]
+            assert entry["runs"] == len(values) == (len(runs) - (key == "exploitability"))
+            assert entry["iqm"] == pytest.approx(iqm) and entry["ci95"] == pytest.approx(
+                [low, high]
+            )
+            scale, digits = (100, 1) if key.startswith("win_rate") else (1, 3)
+            shown = [f"{scale * v:.{digits}f}" for v in (iqm, low, high)]
+            row = f"| {label} | {group} | {len(values)} | {shown[0]} | {shown[1]} to {shown[2]} |"
+            assert row in table, row
+    assert "- a: seeds [0, 1, 2, 3, 4, 5, 6]" in table
+    for name in ("curves.png", "final.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_of_run_folders_reads_their_last_evaluation(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    group = tmp_path / "group"
+    regrets = [0.5, 0.3, 0.9]
+    for index, regret in enumerate([*regrets, 0.1]):
+        run = group / f"run{index}"
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"seed": index}))
+        rows = [
+            {"steps": s, "regret_perfect": regret + (1000 - s) / 1000, "win_rate_random": 0.5,
+             "win_rate_greedy": 0.25, "win_rate_perfect": 0.0}
+            for s in (0, 500, 1000)
+        ]  # fmt: skip
+        (run / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        if index < len(regrets):  # the last one did not finish: left out
+            (run / "final.onnx").write_bytes(b"")
+    out = tmp_path / "report"
+    report.main(["--runs", str(group), "--out", str(out), "--reps", "200"])
+    figures = json.loads((out / "report.json").read_text())["figures"]
+    assert set(figures) == {
+        "regret_perfect",
+        "win_rate_random",
+        "win_rate_greedy",
+        "win_rate_perfect",
+    }
+    entry = figures["regret_perfect"]["group"]
+    assert entry["runs"] == 3 and entry["median"] == pytest.approx(0.5)
+    assert entry["iqm"] == pytest.approx(rliable_iqm(regrets, reps=200)[0])
+
+
+def test_report_of_a_sweep_lists_the_best_trials_and_the_parameters(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'fixture.db'}"
+    study = optuna.create_study(study_name="sweep", storage=url)
+    study.set_user_attr("tune", {"mode": "sweep", "space": {"learning_rate": {}, "clip_range": {}}})
+    distributions = {
+        "learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-3, log=True),
+        "clip_range": optuna.distributions.CategoricalDistribution([0.1, 0.2]),
+    }
+    for number, (rate, clip, regret) in enumerate(
+        [(1e-4, 0.1, 0.9), (2e-4, 0.2, 0.5), (4e-4, 0.1, 0.3), (8e-4, 0.2, 0.7), (6e-4, 0.1, 0.2)]
+    ):
+        study.add_trial(
+            optuna.trial.create_trial(
+                value=regret,
+                params={"learning_rate": rate, "clip_range": clip},
+                distributions=distributions,
+                user_attrs={"final": {"win_rate_perfect": 0.1, "best_regret": regret,
+                                      "best_steps": 1000}, "command": f"cmd {number}"},
+            )
+        )  # fmt: skip
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=TrialState.PRUNED,
+            params={"learning_rate": 1e-3, "clip_range": 0.2},
+            distributions=distributions,
+            intermediate_values={500: 1.5},
+        )
+    )
+    out = tmp_path / "report"
+    report.main(["--study", "sweep", "--storage", url, "--out", str(out), "--top", "3"])
+    table = (out / "report.md").read_text()
+    assert "5 complete, 1 pruned, 0 failed trials" in table
+    best = re.findall(r"^\| (\d) \| (\d) \| ([\d.]+) \|", table, re.M)
+    assert best == [("1", "4", "0.200"), ("2", "2", "0.300"), ("3", "1", "0.500")]
+    assert "Best trial 4: `cmd 4`" in table
+    assert re.search(r"^\| clip_range \| [\d.]+ \| 0.1 \| 3 \| 0.300 \|$", table, re.M), table
+    assert re.search(r"^\| learning_rate \| [\d.]+ \| below 0.0004 \| 2 \| 0.700 \|$", table, re.M)
+    for name in ("history.png", "params.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_refuses_a_missing_study_or_storage(
+    report: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    for args, fragment in (
+        (["--study", "x", "--runs-dir", str(tmp_path)], "there is no such file"),
+        ([], "give --study NAME"),
+        (["--runs", str(tmp_path / "none")], "no such folder"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            report.main(args)
+        assert stopped.value.code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and fragment in lines[0], lines
+
+
+def test_the_tune_benchmark_refuses_no_repeats() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_tune.py"), "--repeats", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--repeats must be >= 1, got 0" in done.stderr.splitlines()[-1]

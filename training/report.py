@@ -1,0 +1,616 @@
+"""Results of training/tune.py studies (or of run folders): a markdown table and PNG plots.
+
+    python training/report.py --study quick10               # a study in runs/optuna.db
+    python training/report.py --study quick10 lr3e4         # many-seed studies side by side
+    python training/report.py --runs runs/quick10           # run folders (of tune.py or train.py)
+    python training/report.py --study lr --storage postgresql+psycopg://USER:PW@HOST/DB
+
+Writes OUT/report.md (and prints it), report.json with the same figures, and PNG plots beside
+them (OUT: runs/report-NAME by default).
+
+Many-seed results (studies made with --seeds, and run folders; each study or folder of runs is
+a group): for each figure at the end of training (regret against the perfect bot, the win rate
+against each bot, the exploitability), the interquartile mean (IQM: the mean of the middle half
+of the runs) with a 95% stratified bootstrap confidence interval, computed with rliable
+(Agarwal et al., "Deep RL at the edge of the statistical precipice", 2021); the same IQM and
+intervals at every evaluation step for the learning curves (curves.png) and side by side for the
+final figures (final.png). Only complete runs count.
+
+Sweeps (a study made with --trials and a space): the best trials with their parameters, each
+parameter's importance (Optuna's fANOVA) and the median regret for each of its values (or each
+half of its range), the regret of every trial in order (history.png) and against each
+parameter (params.png).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tyro
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import code_version, fail, open_storage, read_eval_rows, read_json, safe_url
+
+BOTS = ("random", "greedy", "perfect")
+
+FIGURES = {
+    "regret_perfect": "regret against the perfect bot (round points per decision)",
+    **{f"win_rate_{bot}": f"win rate against the {bot} bot (%)" for bot in BOTS},
+    "exploitability": "exploitability (round points per round)",
+}
+"""The figures of a many-seed report, in its order: key in a trial's ``final`` -> label."""
+
+PERCENT = {f"win_rate_{bot}" for bot in BOTS}
+"""Figures stored as fractions and shown as percentages."""
+
+
+@dataclass
+class ReportConfig:
+    """Tables and plots of tune.py studies or run folders (IQM and bootstrap CIs by rliable)."""
+
+    study: tuple[str, ...] = ()
+    """Studies to report: one sweep, or one or more many-seed studies (one group each)."""
+    runs: tuple[Path, ...] = ()
+    """Run folders, or folders of run folders (each such folder is one group)."""
+    storage: str | None = None
+    """Optuna storage URL of the studies (default: sqlite:///RUNS_DIR/optuna.db)."""
+    runs_dir: Path = Path("runs")
+    """Where the default storage is, and the default OUT."""
+    out: Path | None = None
+    """Folder for report.md, report.json and the plots (default: RUNS_DIR/report-NAME)."""
+    reps: int = 2000
+    """Bootstrap resamples of the confidence intervals."""
+    seed: int = 0
+    """Seed of the bootstrap (of each interval: the same seed gives the same report)."""
+    top: int = 10
+    """Best trials listed for a sweep."""
+
+
+@dataclass
+class Run:
+    """One training's figures at its end and its periodic evaluations."""
+
+    name: str
+    final: dict[str, Any]
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    seed: int | None = None
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def load_study(storage: Any, name: str, url: str) -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        fail(f"there is no study {name!r} in {safe_url(url)}")
+
+
+def study_runs(study: Any) -> list[Run]:
+    """The complete trials of a study as runs."""
+    from optuna.trial import TrialState
+
+    return [
+        Run(
+            name=f"trial {t.number}",
+            final=t.user_attrs.get("final", {}),
+            evals=t.user_attrs.get("evals", []),
+            seed=t.user_attrs.get("seed"),
+        )
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    ]
+
+
+def folder_runs(path: Path) -> list[Run]:
+    """The finished runs in ``path``: the run folder itself, or the run folders in it. A run's
+    figures come from tune.py's trial.json, or else from its last periodic evaluation."""
+    if not path.is_dir():
+        fail(f"--runs {path}: no such folder")
+    folders = (
+        [path]
+        if (path / "config.json").is_file()
+        else sorted(p for p in path.iterdir() if (p / "config.json").is_file())
+    )
+    runs = []
+    for folder in folders:
+        if not (folder / "final.onnx").is_file():
+            continue  # not finished: interrupted, pruned or under way
+        if (folder / "trial.json").is_file():
+            card = read_json(folder / "trial.json")
+            runs.append(
+                Run(folder.name, card.get("final", {}), card.get("evals", []), card.get("seed"))
+            )
+            continue
+        try:
+            rows = read_eval_rows(folder / "eval.jsonl")
+        except (OSError, ValueError) as error:
+            fail(f"{folder / 'eval.jsonl'} is damaged ({error})")
+        if rows:
+            final = {k: v for k, v in rows[-1].items() if k.startswith(("regret_", "win_rate_"))}
+            final["steps"] = rows[-1]["steps"]
+            seed = read_json(folder / "config.json").get("seed")
+            runs.append(Run(folder.name, final, rows, seed))
+    if not runs:
+        fail(f"--runs {path}: no finished run folder there (one with config.json and final.onnx)")
+    return runs
+
+
+# --- many-seed results --------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def bootstrap_seed(seed: int) -> Iterator[None]:
+    """Seed the bootstrap of one rliable call, and put numpy's global generator back after.
+
+    rliable 1.2's ``StratifiedBootstrap.update_indices`` draws its resamples with
+    ``np.random.choice``, numpy's global generator, whatever ``random_state`` says (so none is
+    passed: arch only warns that it is deprecated); the only way to a reproducible interval is
+    to seed that generator for the call.
+    """
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(saved)
+
+
+def interval_estimates(
+    scores: dict[str, np.ndarray], reps: int, seed: int
+) -> tuple[dict[str, float], dict[str, tuple[float, float]]]:
+    """IQM and 95% stratified bootstrap interval of each group's scores (one per run), by
+    rliable, the bootstrap seeded with ``seed`` for each group."""
+    from rliable import library as rly
+    from rliable import metrics
+
+    points, intervals = {}, {}
+    for group, values in scores.items():
+        with bootstrap_seed(seed):
+            point, interval = rly.get_interval_estimates(
+                {group: np.asarray(values, dtype=float).reshape(-1, 1)},
+                lambda s: np.array([metrics.aggregate_iqm(s)]),
+                reps=reps,
+            )
+        points[group] = float(point[group][0])
+        intervals[group] = (float(interval[group][0, 0]), float(interval[group][1, 0]))
+    return points, intervals
+
+
+CURVES = ("regret_perfect", *(f"win_rate_{bot}" for bot in BOTS))
+"""The figures of the learning curves (every periodic evaluation has them)."""
+
+
+def curve_estimates(
+    runs: list[Run], reps: int, seed: int
+) -> tuple[list[int], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """The steps that all the runs' periodic evaluations have, and for each figure of CURVES
+    its IQM over the runs at those steps and the 95% interval (2 x steps). One bootstrap for
+    all: a resample of the runs carries their whole curves, every figure."""
+    import scipy.stats
+    from rliable import library as rly
+
+    common = sorted(set.intersection(*({row["steps"] for row in run.evals} for run in runs)))
+    if not common:
+        return [], {}
+    rows = [{row["steps"]: row for row in run.evals} for run in runs]
+    scores = np.array(
+        [[by_step[s][key] for key in CURVES for s in common] for by_step in rows], dtype=float
+    ).reshape(len(runs), 1, len(CURVES) * len(common))  # runs x tasks (one) x figure-steps
+    with bootstrap_seed(seed):
+        point, interval = rly.get_interval_estimates(
+            {"curves": scores},
+            # metrics.aggregate_iqm of each figure-step's runs x tasks, all in one call
+            lambda s: scipy.stats.trim_mean(s.reshape(-1, s.shape[-1]), 0.25, axis=0),
+            reps=reps,
+        )
+    n = len(common)
+    return common, {
+        key: (point["curves"][i * n : (i + 1) * n], interval["curves"][:, i * n : (i + 1) * n])
+        for i, key in enumerate(CURVES)
+    }
+
+
+def show(key: str, value: float) -> str:
+    return f"{100 * value:.1f}" if key in PERCENT else f"{value:.3f}"
+
+
+def seeds_report(groups: dict[str, list[Run]], config: ReportConfig, out: Path) -> tuple[str, dict]:
+    """The many-seed table and plots; returns the markdown and the figures."""
+    rows, figures = [], {}
+    for key, label in FIGURES.items():
+        scores = {
+            group: np.array([run.final[key] for run in runs if key in run.final])
+            for group, runs in groups.items()
+        }
+        scores = {group: values for group, values in scores.items() if len(values)}
+        if not scores:
+            continue
+        points, intervals = interval_estimates(scores, config.reps, config.seed)
+        for group, values in scores.items():
+            low, high = intervals[group]
+            entry = {
+                "runs": len(values),
+                "iqm": points[group],
+                "ci95": [low, high],
+                "median": float(np.median(values)),
+                "mean": float(np.mean(values)),
+                "min": float(np.min(values)),
+                "max": float(np.max(values)),
+            }
+            figures.setdefault(key, {})[group] = entry
+            rows.append(
+                f"| {label} | {group} | {len(values)} | {show(key, points[group])} | "
+                f"{show(key, low)} to {show(key, high)} | {show(key, entry['median'])} | "
+                f"{show(key, entry['min'])} to {show(key, entry['max'])} |"
+            )
+    if not rows:
+        fail("no complete run with final figures to report")
+    lines = [
+        "| figure | group | runs | IQM | 95% CI | median | min to max |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    plot_curves(groups, config, out / "curves.png")
+    plot_intervals(figures, out / "final.png")
+    text = [
+        "## Many-seed results",
+        "",
+        "Figures at the end of each run: the last periodic evaluation (matches against each "
+        "bot) and the exact exploitability of the final policy. IQM: the mean of the middle "
+        f"half of the runs; 95% CI: stratified bootstrap with {config.reps:,} resamples "
+        f"(rliable, seed {config.seed}). Win rates in %.",
+        "",
+        *lines,
+        "",
+        "Learning curves (IQM and 95% CI at every evaluation step): `curves.png`; "
+        "the final figures side by side: `final.png`.",
+    ]
+    seeds = {
+        group: sorted(r.seed for r in runs if r.seed is not None) for group, runs in groups.items()
+    }
+    text += ["", *(f"- {group}: seeds {seeds[group]}" for group in groups)]
+    return "\n".join(text), figures
+
+
+def plot_curves(groups: dict[str, list[Run]], config: ReportConfig, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), dpi=100)
+    for index, (group, runs) in enumerate(groups.items()):
+        runs = [run for run in runs if run.evals]
+        if not runs:
+            continue
+        steps, curves = curve_estimates(runs, config.reps, config.seed)
+        x = np.array(steps) / 1e6
+        colour = f"C{index}"
+        for ax, (key, (point, interval)) in zip(axes.flat, curves.items(), strict=True):
+            scale = 100 if key in PERCENT else 1
+            ax.plot(x, scale * point, marker=".", color=colour, label=f"{group} ({len(runs)} runs)")
+            ax.fill_between(x, scale * interval[0], scale * interval[1], color=colour, alpha=0.2)
+    for ax, key in zip(axes.flat, CURVES, strict=True):
+        ax.set(xlabel="environment steps (millions)", title=FIGURES[key])
+        ax.grid(True, lw=0.3)
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle("IQM over runs with 95% stratified bootstrap intervals", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_intervals(figures: dict[str, dict[str, dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        1, len(figures), figsize=(3.2 * len(figures), 2.8), dpi=100, squeeze=False
+    )
+    for ax, (key, by_group) in zip(axes[0], figures.items(), strict=True):
+        scale = 100 if key in PERCENT else 1
+        for row, entry in enumerate(by_group.values()):
+            low, high = entry["ci95"]
+            ax.barh(
+                row, scale * (high - low), left=scale * low, height=0.6, color=f"C{row}", alpha=0.6
+            )
+            ax.plot([scale * entry["iqm"]] * 2, [row - 0.3, row + 0.3], color="black", lw=1.5)
+        ax.set_yticks(range(len(by_group)), list(by_group))
+        ax.set_title(FIGURES[key], fontsize=8)
+        ax.grid(True, axis="x", lw=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# --- sweeps -------------------------------------------------------------------------------
+
+
+def sweep_report(study: Any, config: ReportConfig, out: Path) -> tuple[str, dict]:
+    """The best trials, the parameters' effects, and the plots of a sweep."""
+    import optuna
+    from optuna.trial import TrialState
+
+    trials = study.get_trials(deepcopy=False)
+    complete = sorted((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: t.value)
+    count = {state.name.lower(): sum(t.state == state for t in trials) for state in TrialState}
+    params = list(study.user_attrs.get("tune", {}).get("space", {})) or sorted(
+        {name for t in trials for name in t.params}
+    )
+    text = [
+        "## Sweep",
+        "",
+        f"{count['complete']} complete, {count['pruned']} pruned, {count['fail']} failed trials. "
+        "Objective: the regret against the perfect bot at the last periodic evaluation "
+        "(round points per decision; lower is better).",
+        "",
+        f"### Best trials (up to {config.top})",
+        "",
+        "| rank | trial | regret | win rate against perfect (%) | lowest regret (step) | "
+        + " | ".join(params)
+        + " |",
+        "|---" * (5 + len(params)) + "|",
+    ]
+    best_rows = []
+    for rank, t in enumerate(complete[: config.top], start=1):
+        final = t.user_attrs.get("final", {})
+        values = [format_param(t.params.get(name)) for name in params]
+        lowest = (
+            f"{final['best_regret']:.3f} ({final['best_steps']:,})"
+            if "best_regret" in final
+            else ""
+        )
+        text.append(
+            f"| {rank} | {t.number} | {t.value:.3f} | "
+            f"{100 * final.get('win_rate_perfect', float('nan')):.1f} | {lowest} | "
+            + " | ".join(values)
+            + " |"
+        )
+        best_rows.append({"trial": t.number, "regret": t.value, "params": t.params})
+    if not complete:
+        text.append("| (no complete trial yet) |" + " |" * (4 + len(params)))
+    if complete:
+        best = complete[0]
+        text += ["", f"Best trial {best.number}: `{best.user_attrs.get('command', '')}`"]
+
+    importance: dict[str, float] = {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            importance = dict(optuna.importance.get_param_importances(study))
+    except (ValueError, RuntimeError) as error:
+        text += ["", f"Parameter importance: not available ({error})."]
+    text += [
+        "",
+        "### Parameters",
+        "",
+        "Importance: Optuna's fANOVA over the complete trials (the shares sum to 1). "
+        "Then the median regret of the complete trials for each value of a choice, or for each "
+        "half of a range (split at the median of the sampled values).",
+        "",
+        "| parameter | importance | values | trials | median regret |",
+        "|---|---|---|---|---|",
+    ]
+    effects = {}
+    for name in params:
+        buckets = parameter_buckets(complete, name)
+        effects[name] = {label: values for label, values in buckets}
+        for index, (label, values) in enumerate(buckets):
+            share = f"{importance[name]:.2f}" if index == 0 and name in importance else ""
+            first = name if index == 0 else ""
+            median = f"{statistics.median(values):.3f}" if values else ""
+            text.append(f"| {first} | {share} | {label} | {len(values)} | {median} |")
+    plot_history(trials, out / "history.png")
+    plot_params(complete, params, out / "params.png")
+    text += [
+        "",
+        "Every trial's regret in order: `history.png`; against each parameter: `params.png`.",
+    ]
+    figures = {"counts": count, "best": best_rows, "importance": importance, "effects": effects}
+    return "\n".join(text), figures
+
+
+def format_param(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return "" if value is None else str(value)
+
+
+def parameter_buckets(trials: list, name: str) -> list[tuple[str, list[float]]]:
+    """The complete trials' regrets grouped by ``name``'s value: each choice, or the two halves
+    of a numeric range split at the median sampled value."""
+    pairs = [(t.params[name], t.value) for t in trials if name in t.params]
+    if not pairs:
+        return [("(not sampled)", [])]
+    values = [v for v, _ in pairs]
+    if (
+        all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        and len(set(values)) > 3
+    ):
+        middle = statistics.median(values)
+        return [
+            (f"below {middle:.3g}", [r for v, r in pairs if v < middle]),
+            (f"{middle:.3g} and above", [r for v, r in pairs if v >= middle]),
+        ]
+    return [
+        (format_param(choice), [r for v, r in pairs if v == choice])
+        for choice in sorted(set(values), key=str)
+    ]
+
+
+def plot_history(trials: list, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.trial import TrialState
+
+    fig, ax = plt.subplots(figsize=(7, 3.8), dpi=100)
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    pruned = [t for t in trials if t.state == TrialState.PRUNED and t.intermediate_values]
+    ax.scatter([t.number for t in done], [t.value for t in done], label="complete", color="C0")
+    ax.scatter(
+        [t.number for t in pruned],
+        [t.intermediate_values[max(t.intermediate_values)] for t in pruned],
+        marker="x",
+        color="C3",
+        label="pruned (its last evaluation)",
+    )
+    if done:
+        order = sorted(done, key=lambda t: t.number)
+        best = np.minimum.accumulate([t.value for t in order])
+        ax.step([t.number for t in order], best, where="post", color="C2", label="best so far")
+    ax.set(xlabel="trial", ylabel="regret against the perfect bot", title="sweep history")
+    ax.grid(True, lw=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_params(trials: list, params: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    columns = min(3, max(1, len(params)))
+    rows = max(1, -(-len(params) // columns))
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(3.6 * columns, 3 * rows), dpi=100, squeeze=False
+    )
+    for ax in axes.flat[len(params) :]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, params, strict=False):
+        pairs = [(t.params[name], t.value) for t in trials if name in t.params]
+        values = [v for v, _ in pairs]
+        if values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            ax.scatter(values, [r for _, r in pairs], s=14)
+            if min(values) > 0 and max(values) / min(values) > 20:
+                ax.set_xscale("log")
+        else:
+            labels = sorted({str(v) for v in values})
+            ax.scatter([labels.index(str(v)) for v in values], [r for _, r in pairs], s=14)
+            ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        ax.set_title(name, fontsize=9)
+        ax.grid(True, lw=0.3)
+    axes.flat[0].set_ylabel("regret")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> Path:
+    argv = sys.argv[1:] if argv is None else argv
+    config = tyro.cli(ReportConfig, args=argv, description=__doc__)
+    if not config.study and not config.runs:
+        fail("give --study NAME (a study of training/tune.py) or --runs FOLDER")
+    if config.reps < 1 or config.top < 1 or config.seed < 0:
+        fail(
+            f"--reps and --top must be >= 1 and --seed >= 0, got {config.reps}, {config.top} "
+            f"and {config.seed}"
+        )
+
+    groups: dict[str, list[Run]] = {}
+    sweep = None
+    sources = []
+    if config.study:
+        url = config.storage or f"sqlite:///{config.runs_dir / 'optuna.db'}"
+        storage = open_storage(url, create=False)
+        for name in config.study:
+            study = load_study(storage, name, url)
+            settings = study.user_attrs.get("tune", {})
+            if settings.get("mode") == "sweep":
+                if len(config.study) > 1 or config.runs:
+                    fail(f"study {name!r} is a sweep: report it alone")
+                sweep = study
+            else:
+                groups[name] = study_runs(study)
+                if not groups[name]:
+                    fail(f"study {name!r} has no complete trial yet")
+            command = settings_command(settings, name, study.user_attrs.get("trials"))
+            sources.append(
+                f"study {name} in {safe_url(url)}" + (f": `{command}`" if settings else "")
+            )
+    for path in config.runs:
+        for run in folder_runs(path):
+            is_run = (path / "config.json").is_file()
+            group = path.resolve().parent.name if is_run else path.resolve().name
+            groups.setdefault(group, []).append(run)
+        sources.append(f"run folders in {path}")
+
+    name = sweep.study_name if sweep is not None else "-".join(groups)
+    out = config.out or config.runs_dir / f"report-{name}"
+    out.mkdir(parents=True, exist_ok=True)
+    if sweep is not None:
+        body, figures = sweep_report(sweep, config, out)
+    else:
+        body, figures = seeds_report(groups, config, out)
+    command = shlex.join(["python", "training/report.py", *argv])
+    header = [
+        f"# Report: {name}",
+        "",
+        f"Made {time.strftime('%Y-%m-%d %H:%M:%S %Z')} by `{command}` ({code_version()}).",
+        "",
+        *(f"- {source}" for source in sources),
+        "",
+    ]
+    text = "\n".join(header) + "\n" + body + "\n"
+    (out / "report.md").write_text(text)
+    card = {
+        "command": command,
+        "code_version": code_version(),
+        "sources": sources,
+        "bootstrap": {"reps": config.reps, "seed": config.seed, "confidence": 0.95},
+        "figures": figures,
+    }
+    (out / "report.json").write_text(json.dumps(card, indent=2) + "\n")
+    print(text)
+    print(f"wrote {out / 'report.md'}, report.json and the plots in {out}")
+    return out
+
+
+def settings_command(settings: dict[str, Any], name: str, trials: int | None) -> str:
+    """The tune.py command of a study (without --storage and --space), from its settings."""
+    args = ["python", "training/tune.py", "--study", name]
+    if settings.get("mode") == "seeds":
+        args += ["--seeds", str(settings["seeds"])]
+    else:
+        args += ["--trials", str(trials)]
+    args += ["--preset", settings.get("preset", "?"), "--seed", str(settings.get("seed", 0))]
+    if settings.get("steps") is not None:
+        args += ["--steps", str(settings["steps"])]
+    if settings.get("mode") == "sweep" and settings.get("pruner", "median") != "median":
+        args += ["--pruner", settings["pruner"]]
+    if settings.get("mode") == "sweep" and settings.get("startup_trials", 5) != 5:
+        args += ["--startup-trials", str(settings["startup_trials"])]
+    if settings.get("exploitability") is False:
+        args.append("--no-exploitability")
+    if settings.get("train_args"):
+        args += ["--", *settings["train_args"]]
+    return shlex.join(args)
+
+
+if __name__ == "__main__":
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    main()
