@@ -364,6 +364,8 @@ class Periodic(BaseCallback):
     def _on_rollout_start(self) -> None:
         # SB3 calls this after the previous update, so the weights match num_timesteps
         c = self.config
+        snapshots = len(list((self.run_dir / "snapshots").glob("step_*.onnx")))
+        self.logger.record("pool/size", min(snapshots, c.opponents.max_snapshots))
         if self._due("next_snapshot", c.snapshot_every):
             self.snapshot()
         if self._due("next_eval", c.eval_every):
@@ -374,8 +376,13 @@ class Periodic(BaseCallback):
     def _on_step(self) -> bool:
         if self.bar is not None:
             self.bar.update(self.steps - self.bar.n)
-        # stop exactly at the budget (SB3 would finish the rollout under way), or when asked
-        return not budget_spent(self.config, self.steps, self.state) and not self.stop.requested
+        if self.stop.requested:
+            return False
+        if self.steps >= self.config.total_steps:
+            # stop exactly at the budget (SB3 would finish the rollout under way), except on a
+            # rollout's last step: then SB3 finishes it, makes its update, and learn() ends
+            return self.locals.get("n_steps", -2) + 1 == self.model.n_steps
+        return not budget_spent(self.config, self.steps, self.state)
 
     def _on_training_end(self) -> None:
         if self.bar is not None:
@@ -386,8 +393,6 @@ class Periodic(BaseCallback):
         batch = getattr(self.training_env, "env", None)
         if isinstance(batch, ButtonUpVectorEnv) and batch.pool is not None:
             batch.pool.refresh()  # the new snapshot plays from the next episode on
-        snapshots = sorted(path.parent.glob("step_*.onnx"))
-        self.logger.record("pool/size", min(len(snapshots), self.config.opponents.max_snapshots))
         return path
 
     def evaluate(self) -> None:
