@@ -199,7 +199,8 @@ def open_storage(
             fail(f"--storage {url}: there is no such file ({database})")
     elif url.startswith("postgresql"):
         connect_args = {"connect_timeout": 10}
-    for attempt in range(3):
+    attempts = 5
+    for attempt in range(attempts):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -220,7 +221,9 @@ def open_storage(
         except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as error:
             reason = first_line(getattr(error, "orig", None) or error)
             # workers that create the tables at the same moment: the later ones try again
-            if attempt < 2 and re.search(r"already exists|duplicate|locked", reason, re.I):
+            # (seen as "UNIQUE constraint failed: alembic_version.version_num" under load)
+            retry = re.search(r"already exists|duplicate|locked|unique constraint", reason, re.I)
+            if retry and attempt < attempts - 1:
                 time.sleep(1 + attempt)
                 continue
             fail(f"--storage {safe_url(url)}: cannot open it ({reason})")
