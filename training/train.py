@@ -364,10 +364,10 @@ class Periodic(BaseCallback):
     def _on_rollout_start(self) -> None:
         # SB3 calls this after the previous update, so the weights match num_timesteps
         c = self.config
-        snapshots = len(list((self.run_dir / "snapshots").glob("step_*.onnx")))
-        self.logger.record("pool/size", min(snapshots, c.opponents.max_snapshots))
         if self._due("next_snapshot", c.snapshot_every):
             self.snapshot()
+        snapshots = len(list((self.run_dir / "snapshots").glob("step_*.onnx")))
+        self.logger.record("pool/size", min(snapshots, c.opponents.max_snapshots))
         if self._due("next_eval", c.eval_every):
             self.evaluate()
         if self._due("next_checkpoint", c.checkpoint_every):
