@@ -490,6 +490,21 @@ def _is_tty(stream: object) -> bool:
         return False
 
 
+def parse_arguments(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    stdout: TextIO,
+    stderr: TextIO,
+) -> argparse.Namespace | int:
+    """``parser``'s arguments, or the exit status when argparse has answered itself (``--help``
+    printed to ``stdout``, a usage error to ``stderr``). Shared by the command-line tools."""
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            return parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 2
+
+
 def main(
     argv: Sequence[str] | None = None,
     stdin: TextIO | None = None,
@@ -501,11 +516,9 @@ def main(
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     parser = build_parser()
-    try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, or a usage error already printed by argparse
-        return exit_.code if isinstance(exit_.code, int) else 2
+    args = parse_arguments(parser, argv, stdout, stderr)
+    if isinstance(args, int):
+        return args
 
     try:
         session = _session(args, stdin, stdout)

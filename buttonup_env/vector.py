@@ -18,26 +18,18 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from .encoding import MAX_LEGAL
+from .encoding import ENCODINGS, MAX_LEGAL
 from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice
 from .models import shipped_policies
-from .rules import DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
+from .rules import COLORS, DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
 from .tables import RED, GameTables, game_tables
 
-COLORS = ("R", "B")
-ENCODING_SIZES = {"slots": 246, "ring": 729, "afterstates": 735}
+ENCODING_SIZES = {name: encoding.size for name, encoding in ENCODINGS.items()}
 """Observation sizes of the encodings (see :mod:`buttonup_env.encoding`)."""
 BOT_NAMES = ("random", "greedy", "perfect")
 
 
 # --- batched players -------------------------------------------------------------------------
-
-
-def _pick(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One True column of each row of ``mask``, uniformly at random."""
-    counts = mask.sum(axis=1)
-    k = np.minimum((rng.random(len(mask)) * counts).astype(np.int64), counts - 1)
-    return (mask.cumsum(axis=1) > k[:, None]).argmax(axis=1)
 
 
 def _draw(slots: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -402,7 +394,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         out = self._new_out()  # no round can end: six moves leave three stacks
         for k in range(self.random_start_moves):
             going = chosen[moves > k]
-            slots = _pick(self.tables.legal[self._board[going]], self._rng)
+            boards = self._board[going]
+            slots = _draw(self.tables.legal_slots[boards], self.tables.num_legal[boards], self._rng)
             self._move(going, slots, out)
         self._agent[chosen] = self._to_move[chosen]
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ..play import _whole_number
+from ..play import _whole_number, parse_arguments
 
 if TYPE_CHECKING:  # the web extra's packages are imported only once the arguments are read
     from .games import OfferedPlayer, StoredRecord
@@ -181,11 +181,9 @@ def main(
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     parser = build_parser()
-    try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, or a usage error already printed by argparse
-        return exit_.code if isinstance(exit_.code, int) else 2
+    args = parse_arguments(parser, argv, stdout, stderr)
+    if isinstance(args, int):
+        return args
     try:
         import uvicorn
 
