@@ -517,14 +517,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         array = np.asarray(actions)
         n = self.num_envs
         limit = self.single_action_space.n
-        if array.shape != (n,) or not (
-            np.issubdtype(array.dtype, np.integer) or (array.dtype == object and n == 0)
-        ):
+        if array.shape != (n,) or not np.issubdtype(array.dtype, np.integer):
             raise ValueError(
                 f"actions must be an integer array of shape ({n},), one slot per env; got "
                 f"{array.dtype} of shape {array.shape}"
             )
-        if n and (array.min() < 0 or array.max() >= limit):
+        if array.min() < 0 or array.max() >= limit:
             bad = np.flatnonzero((array < 0) | (array >= limit))[0]
             raise ValueError(
                 f"action {array[bad]} of env {bad} is out of range; actions are 0 to {limit - 1}"
@@ -573,7 +571,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         return obs, out["reward"], terminated, np.zeros(self.num_envs, dtype=bool), info
 
     def _illegal(self, env: int, actions: np.ndarray) -> str:
-        state = self.states()[env]
+        state = self._state(env)
         legal = state.legal_moves()
         if self.encoding == "slots":
             return state._illegal_message(int(actions[env]), legal)
@@ -586,17 +584,17 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Every env's current position (for checking and debugging; not fast)."""
         if not self._reset_called:
             raise RuntimeError("call reset() before states()")
-        t = self.tables
-        return [
-            State(
-                t.board(int(self._board[i])),
-                COLORS[self._to_move[i]],
-                {"R": int(self._score[i, 0]), "B": int(self._score[i, 1])},
-                self.target,
-                COLORS[self._starter[i]],
-            )
-            for i in range(self.num_envs)
-        ]
+        return [self._state(i) for i in range(self.num_envs)]
+
+    def _state(self, i: int) -> State:
+        """Env ``i``'s position as a :class:`State`."""
+        return State(
+            self.tables.board(int(self._board[i])),
+            COLORS[self._to_move[i]],
+            {"R": int(self._score[i, 0]), "B": int(self._score[i, 1])},
+            self.target,
+            COLORS[self._starter[i]],
+        )
 
     @property
     def agent_colors(self) -> list[str]:
