@@ -596,6 +596,81 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             COLORS[self._starter[i]],
         )
 
+    # --- saving and restoring ------------------------------------------------------------------
+    _ARRAYS = ("_board", "_to_move", "_agent", "_starter", "_score", "_opponent", "_done")
+
+    def get_state(self) -> dict[str, Any]:
+        """Everything the batch needs to go on exactly from here, as plain JSON-ready data.
+
+        The positions, scores, agent colours, opponents and every generator's state (the
+        batch's own, each bot's and the policies'); with an :class:`OpponentPool`, the names
+        of the snapshots that have played, in the order the batch loaded them. Restore it with
+        :meth:`set_state` on a batch built with the same arguments: the two then step the same.
+        ``training/train.py`` keeps it in its checkpoints, so that a resumed run goes on as if
+        it had never stopped.
+        """
+        if not self._reset_called:
+            raise RuntimeError("call reset() before get_state()")
+        players = [p for p in self._players if isinstance(p, _Policy)]
+        return {
+            "num_envs": self.num_envs,
+            "arrays": {name: getattr(self, name).tolist() for name in self._ARRAYS},
+            "options": dict(self._options),
+            "seed": self._np_random_seed,
+            "rng": self._rng.bit_generator.state,
+            "bots": {name: bot.rng.bit_generator.state for name, bot in self._bots.items()},
+            "policy_rng": self._policy_rng.bit_generator.state,
+            "snapshots": [] if self.pool is None else [Path(p).name for p in self._snapshot_ids],
+            "policies": len(players),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Go back to a state from :meth:`get_state` (of a batch with the same arguments).
+
+        Raises ``ValueError`` when it cannot belong to this batch (another number of envs or
+        of policy opponents, or a snapshot missing from the pool's folder).
+        """
+        if state.get("num_envs") != self.num_envs:
+            raise ValueError(
+                f"the saved state is of {state.get('num_envs')!r} envs; this batch has "
+                f"{self.num_envs}"
+            )
+        snapshots = list(state["snapshots"])
+        if self.pool is not None:
+            self._players = [self._bots[name] for name in BOT_NAMES]
+            self._snapshot_ids = {}
+            for name in snapshots:
+                path = self.pool.snapshot_dir / name
+                if not path.is_file():
+                    raise ValueError(
+                        f"the saved state's opponent snapshot {name} is not in "
+                        f"{self.pool.snapshot_dir}"
+                    )
+                self._snapshot_player(path)
+        policies = sum(isinstance(p, _Policy) for p in self._players)
+        if policies != state["policies"]:
+            raise ValueError(
+                f"the saved state has {state['policies']} policy opponents; this batch has "
+                f"{policies}"
+            )
+        for name in self._ARRAYS:
+            array = getattr(self, name)
+            array[...] = np.asarray(state["arrays"][name], dtype=array.dtype)
+        self._options = dict(state["options"])
+        self._np_random_seed = state["seed"]
+        self._rng.bit_generator.state = state["rng"]
+        for name, bot in self._bots.items():
+            bot.rng.bit_generator.state = state["bots"][name]
+        self._policy_rng.bit_generator.state = state["policy_rng"]
+        self._reset_called = True
+
+    def observe(self) -> np.ndarray:
+        """The agents' current observations (what the last ``reset`` or ``step`` returned,
+        or the restored state's after :meth:`set_state`)."""
+        if not self._reset_called:
+            raise RuntimeError("call reset() before observe()")
+        return self._observe(slice(None))
+
     @property
     def agent_colors(self) -> list[str]:
         """Each env's agent colour in the current episode."""

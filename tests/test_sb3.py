@@ -1,11 +1,8 @@
-"""SB3VecEnv: the batched env as Stable-Baselines3 sees it, MaskablePPO on it, and
-same-seed training runs."""
+"""SB3VecEnv: the batched env as Stable-Baselines3 sees it, and MaskablePPO on it (same-seed
+training runs are in test_training.py)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -107,33 +104,3 @@ def test_maskable_ppo_trains_on_the_batched_env() -> None:
     actions = buffer.actions.reshape(-1).astype(int)
     masks = buffer.action_masks.reshape(-1, 3)
     assert masks[np.arange(len(actions)), actions].all()
-
-
-def smoke_run(runs: Path, name: str, seed: int) -> Path:
-    args = [
-        "--preset", "smoke", "--threads", "1", "--n-envs", "16", "--n-steps", "32",
-        "--batch-size", "128", "--hidden", "16", "16", "--total-steps", "2048",
-        "--snapshot-every", "512", "--eval-every", "1024", "--eval-matches", "3",
-        "--checkpoint-every", "1024", "--final-eval-matches", "3", "--no-progress",
-        "--seed", str(seed), "--runs-dir", str(runs), "--run-name", name,
-    ]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, str(TRAIN), *args], capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return runs / name
-
-
-@pytest.mark.slow
-def test_same_seed_same_run_other_seed_other_run(tmp_path: Path) -> None:
-    """Two runs with the same seed end with the same network (snapshots and pool draws
-    included); another seed gives another network."""
-    a = smoke_run(tmp_path, "a", seed=4)
-    b = smoke_run(tmp_path, "b", seed=4)
-    c = smoke_run(tmp_path, "c", seed=5)
-    assert (a / "final.onnx").read_bytes() == (b / "final.onnx").read_bytes()
-    rows = [json.loads(line) for line in (a / "eval.jsonl").read_text().splitlines()]
-    again = [json.loads(line) for line in (b / "eval.jsonl").read_text().splitlines()]
-    strip = [{k: v for k, v in r.items() if k != "minutes"} for r in rows]
-    assert strip == [{k: v for k, v in r.items() if k != "minutes"} for r in again]
-    assert (a / "final.onnx").read_bytes() != (c / "final.onnx").read_bytes()

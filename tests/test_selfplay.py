@@ -3,6 +3,7 @@ inside a training env."""
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections import Counter
 from collections.abc import Callable
@@ -313,7 +314,14 @@ def test_a_training_env_plays_episodes_with_the_pool(
     assert env.action_space.n == 3
     pool = env.unwrapped.opponent
     assert isinstance(pool, OpponentPool)
-    pool.refresh_seconds = 0.0
+    # the pool takes in a new snapshot when the trainer says so, never on a timer
+    assert pool.refresh_seconds == math.inf
+    env.reset(seed=0)
+    assert [p.name for p in pool.snapshots()] == ["step_000000001.onnx", "step_000000002.onnx"]
+    fill(folder, [snapshot_files[0]], [3])
+    assert len(pool.snapshots()) == 2
+    env.refresh_pool()
+    assert len(pool.snapshots()) == 3
     rng = np.random.default_rng(11)
     opponents = Counter()
     for episode in range(40):
@@ -334,6 +342,6 @@ def test_a_training_env_plays_episodes_with_the_pool(
         agent = info["agent_color"]
         other_color = "B" if agent == "R" else "R"
         assert reward == pytest.approx((strength[agent] - strength[other_color]) / 18)
-    assert {"step_000000001", "step_000000002"} <= set(opponents)
+    assert {"step_000000001", "step_000000002", "step_000000003"} <= set(opponents)
     assert set(opponents) & set(BOT_NAMES)
     env.close()

@@ -352,6 +352,100 @@ def test_a_run_does_not_train_past_total_steps(tmp_path: Path) -> None:
     assert latest["steps"] == 200
 
 
+# --- same seed, same run -------------------------------------------------------------------
+
+
+def seeded_run(runs: Path, name: str, vec_env: str, seed: int) -> Path:
+    """A tiny run of four rollouts (a snapshot, an evaluation and a checkpoint after each)."""
+    args = [*TINY, "--total-steps", "512", "--vec-env", vec_env, "--seed", str(seed)]
+    if vec_env != "batched":
+        args += ["--random-start", "0"]
+    done = run(TRAIN, *args, "--runs-dir", runs, "--run-name", name)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return runs / name
+
+
+def run_outputs(run_dir: Path) -> dict[str, object]:
+    """What a run leaves that must not depend on timing: every snapshot's and exported policy's
+    bytes, the weights and optimiser state in its checkpoints, its evaluations (minutes aside)."""
+    outputs: dict[str, object] = {
+        path.name: path.read_bytes()
+        for path in [*sorted((run_dir / "snapshots").glob("*.onnx")), run_dir / "final.onnx"]
+    }
+    outputs["best.onnx"] = (run_dir / "best.onnx").read_bytes()
+    for name in ("latest", "best"):
+        with zipfile.ZipFile(run_dir / "checkpoints" / f"{name}.zip") as archive:
+            for part in ("policy.pth", "policy.optimizer.pth"):
+                outputs[f"{name}/{part}"] = archive.read(part)
+    outputs["eval.jsonl"] = [
+        {k: v for k, v in row.items() if k != "minutes"} for row in eval_rows(run_dir)
+    ]
+    return outputs
+
+
+@pytest.mark.parametrize(
+    "vec_env",
+    [
+        "batched",
+        pytest.param("dummy", marks=pytest.mark.slow),
+        pytest.param("subproc", marks=pytest.mark.slow),
+    ],
+)
+def test_same_seed_same_run_other_seed_other_run(vec_env: str, tmp_path: Path) -> None:
+    first = run_outputs(seeded_run(tmp_path, "a", vec_env, seed=4))
+    again = run_outputs(seeded_run(tmp_path, "b", vec_env, seed=4))
+    assert len([k for k in first if k.startswith("step_")]) == 4  # steps 0, 128, 256, 384
+    assert first.keys() == again.keys()
+    for key in first:
+        assert first[key] == again[key], f"{key} differs between two runs with one seed"
+    other = run_outputs(seeded_run(tmp_path, "c", vec_env, seed=5))
+    for key in ("step_000000000.onnx", "final.onnx", "latest/policy.pth", "eval.jsonl"):
+        assert other[key] != first[key], f"{key} is the same with another seed"
+
+
+def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path: Path) -> None:
+    """With the batched env the checkpoint holds the env's state and the generators: a run
+    interrupted and resumed trains exactly as one that never stopped."""
+    whole = tmp_path / "runs" / "whole"
+    args = [*TINY, "--total-steps", "2048", "--hidden", "16", "16", "--snapshot-every", "256",
+            "--eval-every", "256", "--checkpoint-every", "256"]  # fmt: skip
+    done = run(TRAIN, *args, "--runs-dir", whole.parent, "--run-name", whole.name)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    stopped = tmp_path / "runs" / "stopped"
+    steps = interrupt_training(stopped)
+    assert steps % 128 == 0, "stopped within a rollout: back to its start"
+    copy = tmp_path / "runs" / "copy"
+    shutil.copytree(stopped, copy)
+    for run_dir in (stopped, copy):
+        done = run(TRAIN, "--resume", run_dir)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"resuming {run_dir} at step {steps:,} of 2,048" in done.stdout
+    expected = run_outputs(whole)
+    for run_dir in (stopped, copy):
+        resumed = run_outputs(run_dir)
+        assert resumed.keys() == expected.keys()
+        for key in expected:
+            assert resumed[key] == expected[key], f"{key} differs after the resume at {steps}"
+
+
+@pytest.mark.slow
+def test_a_resumed_run_without_the_env_state_starts_new_episodes(tmp_path: Path) -> None:
+    """dummy and subproc do not save their envs: a resume draws new episodes from the seed
+    plus the steps done, so one checkpoint resumed twice gives one run."""
+    stopped = tmp_path / "runs" / "stopped"
+    steps = interrupt_training(stopped, "--vec-env", "dummy", "--random-start", "0")
+    latest = json.loads((stopped / "checkpoints" / "latest.json").read_text())
+    assert "resume" not in latest
+    copy = tmp_path / "runs" / "copy"
+    shutil.copytree(stopped, copy)
+    for run_dir in (stopped, copy):
+        done = run(TRAIN, "--resume", run_dir)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert f"resuming {run_dir} at step {steps:,}" in done.stdout
+    assert run_outputs(stopped) == run_outputs(copy)
+
+
 @pytest.mark.slow
 def test_the_smoke_preset_end_to_end(tmp_path: Path) -> None:
     done = run(

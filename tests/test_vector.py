@@ -408,6 +408,75 @@ def test_pool_opponents_are_drawn_per_episode(tmp_path: Path) -> None:
     assert len(env._players) == 4
 
 
+def pool_batch(folder: Path, num_envs: int = 32) -> ButtonUpVectorEnv:
+    """A training-like batch: a pool of two sampling snapshots and the bots, random starts."""
+    mix = OpponentMix(snapshots=2, perfect=1, greedy=1, random=1)
+    pool = OpponentPool(folder, mix, refresh_seconds=float("inf"))
+    return ButtonUpVectorEnv(
+        num_envs,
+        opponent=pool,
+        episode="round",
+        reward="round",
+        encoding="afterstates",
+        random_start=0.5,
+    )
+
+
+def play(env: ButtonUpVectorEnv, obs: np.ndarray, rng: np.random.Generator, steps: int) -> list:
+    seen = [obs]
+    for _ in range(steps):
+        masks = env.action_masks()
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        obs, reward, terminated, _, info = env.step(actions)
+        seen += [obs, reward, terminated, info["final_obs"][info["_final_obs"]]]
+    return seen
+
+
+def test_a_restored_state_steps_like_the_original(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    for step in (0, 1):  # the same network under two names: two snapshots that both sample
+        shutil.copy(MODEL, tmp_path / f"step_{step:09d}.onnx")
+    env = pool_batch(tmp_path)
+    obs, _ = env.reset(seed=11)
+    obs = play(env, obs, np.random.default_rng(1), 25)[-4]
+    saved = json.loads(json.dumps(env.get_state()))  # it survives JSON
+    positions = env.states()
+    assert saved["snapshots"], "the snapshots played before the state was taken"
+    rest = play(env, obs, np.random.default_rng(2), 40)
+
+    again = pool_batch(tmp_path)
+    again.set_state(saved)
+    np.testing.assert_array_equal(again.observe(), obs)
+    assert again.states() == positions
+    replay = play(again, again.observe(), np.random.default_rng(2), 40)
+    assert len(replay) == len(rest)
+    assert all(np.array_equal(a, b) for a, b in zip(rest, replay, strict=True))
+    # and not by chance: going on without the saved generators plays other games
+    other = pool_batch(tmp_path)
+    other.reset(seed=12)
+    drifted = play(other, other.observe(), np.random.default_rng(2), 40)
+    assert not all(np.array_equal(a, b) for a, b in zip(rest, drifted, strict=True))
+
+
+def test_set_state_refuses_a_state_of_another_batch(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copy(MODEL, tmp_path / "step_000000000.onnx")
+    env = pool_batch(tmp_path)
+    env.reset(seed=0)
+    play(env, env.observe(), np.random.default_rng(0), 20)
+    saved = env.get_state()
+    with pytest.raises(ValueError, match="saved state is of 32 envs; this batch has 8"):
+        pool_batch(tmp_path, num_envs=8).set_state(saved)
+    (tmp_path / "step_000000000.onnx").rename(tmp_path / "gone.onnx")
+    with pytest.raises(ValueError, match=r"snapshot step_000000000\.onnx is not in"):
+        pool_batch(tmp_path).set_state(saved)
+    with pytest.raises(RuntimeError, match="reset"):
+        ButtonUpVectorEnv(2).get_state()
+
+
 def test_pure_self_play_pool_needs_a_snapshot(tmp_path: Path) -> None:
     pool = OpponentPool(tmp_path, OpponentMix(snapshots=1, perfect=0, greedy=0, random=0))
     env = ButtonUpVectorEnv(4, opponent=pool)

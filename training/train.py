@@ -24,6 +24,7 @@ import functools
 import json
 import math
 import os
+import random
 import signal
 import sys
 import time
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Literal, NoReturn
 
 import gymnasium as gym
+import numpy as np
 import torch as th
 import tyro
 from sb3_contrib import MaskablePPO
@@ -219,12 +221,29 @@ def resolve(config: TrainConfig) -> TrainConfig:
     return config
 
 
+class PoolEnv(gym.Wrapper):
+    """A training env that lets the trainer tell its opponent pool about a new snapshot
+    (``venv.env_method("refresh_pool")``, also across processes)."""
+
+    def __init__(self, env: gym.Env, pool: OpponentPool) -> None:
+        super().__init__(env)
+        self.pool = pool
+
+    def refresh_pool(self) -> None:
+        self.pool.refresh()
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.get_wrapper_attr("action_masks")()
+
+
 def make_env(snapshot_dir: Path, mix: OpponentMix, encoding: str) -> gym.Env:
     """One training env: ButtonUp-v0 seen through ``encoding``, one round per episode, the
-    round margin / 18 as reward, and the opponent pool as opponent."""
-    pool = OpponentPool(snapshot_dir, mix)
+    round margin / 18 as reward, and the opponent pool as opponent. The pool takes in a new
+    snapshot when the trainer says so (never on a timer: which snapshot plays must not depend
+    on timing)."""
+    pool = OpponentPool(snapshot_dir, mix, refresh_seconds=math.inf)
     env = gym.make("ButtonUp-v0", opponent=pool, episode="round", reward="round")
-    return RingObservation(env, encoding=encoding)
+    return PoolEnv(RingObservation(env, encoding=encoding), pool)
 
 
 def make_worker_env(snapshot_dir: Path, mix: OpponentMix, encoding: str) -> gym.Env:
@@ -370,6 +389,10 @@ class Periodic(BaseCallback):
         self.logger.record("pool/size", min(snapshots, c.opponents.max_snapshots))
         if self._due("next_eval", c.eval_every):
             self.evaluate()
+        # the last thing before the rollout's first step: where a resumed run starts again
+        point = resume_point(self.model)
+        if point is not None:
+            self.state["resume"] = point
         if self._due("next_checkpoint", c.checkpoint_every):
             save_checkpoint(self.model, self.run_dir, self.state)
 
@@ -390,9 +413,7 @@ class Periodic(BaseCallback):
 
     def snapshot(self) -> Path:
         path = write_snapshot(self.model, self.run_dir)
-        batch = getattr(self.training_env, "env", None)
-        if isinstance(batch, ButtonUpVectorEnv) and batch.pool is not None:
-            batch.pool.refresh()  # the new snapshot plays from the next episode on
+        refresh_pools(self.training_env)  # the new snapshot plays from the next episode on
         return path
 
     def evaluate(self) -> None:
@@ -429,6 +450,53 @@ class Periodic(BaseCallback):
         (self.bar.write if self.bar is not None else print)(message)
         if self.on_eval is not None:
             self.on_eval(row)
+
+
+def refresh_pools(venv: VecEnv) -> None:
+    """Have the opponent pools of ``venv`` re-read the snapshot folder at their next draw."""
+    batch = getattr(venv, "env", None)
+    if isinstance(batch, ButtonUpVectorEnv):
+        if batch.pool is not None:
+            batch.pool.refresh()
+    else:
+        venv.env_method("refresh_pool")
+
+
+def resume_point(model: MaskablePPO) -> dict | None:
+    """What a resumed run needs to go on exactly as this one would from here, at the start of
+    a rollout: the batched env's state (positions, opponents, generators), SB3's episode
+    starts and the generators torch, numpy and Python draw from (actions, minibatches).
+
+    None for the ``dummy`` and ``subproc`` envs, whose state is not saved: a resumed run
+    starts new episodes there, from the seed plus the steps done.
+    """
+    batch = getattr(model.get_env(), "env", None)
+    if not isinstance(batch, ButtonUpVectorEnv):
+        return None
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, python_gauss = random.getstate()
+    return {
+        "steps": model.num_timesteps,
+        "n_updates": model._n_updates,
+        "env": batch.get_state(),
+        "episode_starts": np.asarray(model._last_episode_starts).tolist(),
+        "torch_rng": th.get_rng_state().tolist(),
+        "numpy_rng": [name, keys.tolist(), pos, has_gauss, gauss],
+        "python_rng": [version, list(internal), python_gauss],
+    }
+
+
+def restore_resume_point(model: MaskablePPO, point: dict) -> None:
+    """Put ``model`` (just loaded, with a fresh batched env) back at ``resume_point``."""
+    batch = model.get_env().env  # type: ignore[union-attr]
+    batch.set_state(point["env"])
+    model._last_obs = batch.observe()  # type: ignore[assignment]
+    model._last_episode_starts = np.array(point["episode_starts"], dtype=bool)
+    th.set_rng_state(th.tensor(point["torch_rng"], dtype=th.uint8))
+    name, keys, pos, has_gauss, gauss = point["numpy_rng"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    version, internal, python_gauss = point["python_rng"]
+    random.setstate((version, tuple(internal), python_gauss))
 
 
 def write_snapshot(model: MaskablePPO, run_dir: Path) -> Path:
@@ -499,6 +567,8 @@ def save_checkpoint(model: MaskablePPO, run_dir: Path, state: dict, name: str = 
     model.save(tmp)
     tmp.replace(folder / f"{name}.zip")
     state = dict(state, steps=model.num_timesteps)
+    if name != "latest":  # only the latest checkpoint is resumed
+        state.pop("resume", None)
     (folder / f"{name}.tmp.json").write_text(json.dumps(state, indent=2))
     (folder / f"{name}.tmp.json").replace(folder / f"{name}.json")
 
@@ -560,10 +630,14 @@ def train(
         checkpoint = None
     (run_dir / "snapshots").mkdir(exist_ok=True)
     th.set_num_threads(config.threads)
-    # a resumed run must not replay the layouts of its start: offset the seed by the steps done
+    # without a saved env state (dummy, subproc), a resumed run must not replay the layouts
+    # of its start: offset the seed by the steps done
     venv = make_vec_env(config, run_dir, config.seed + int(state.get("steps", 0)))
     if checkpoint is not None:
         model = load_checkpoint(checkpoint, env=venv)
+        point = state.get("resume")
+        if point is not None and point["steps"] == model.num_timesteps:
+            restore_resume_point(model, point)  # the batched env: exactly where it stopped
         print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
     else:
         model = make_model(config, venv, tensorboard_log=run_dir / "tb")
@@ -584,6 +658,16 @@ def train(
                         remaining, callback=callbacks, reset_num_timesteps=False, tb_log_name="ppo"
                     )
             finally:
+                point = state.get("resume")
+                if sys.exc_info()[0] is not None:  # e.g. a second Ctrl-C, maybe mid-update:
+                    state.pop("resume", None)  # a resume starts new episodes then
+                elif point is not None and point["n_updates"] != model._n_updates:
+                    state["resume"] = resume_point(model)  # after an update: a rollout's start
+                elif point is not None and stop.requested:
+                    # stopped within a rollout, whose steps reached no update: the checkpoint
+                    # (weights unchanged since) goes back to the rollout's start, where a
+                    # resumed run plays it again exactly
+                    model.num_timesteps = point["steps"]
                 save_checkpoint(model, run_dir, state)
                 venv.close()
             if stop.requested or not budget_spent(config, model.num_timesteps, state):
