@@ -139,7 +139,9 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     * ``episode``: ``"match"`` (default) or ``"round"``: one round per episode, from 0-0.
     * ``illegal_action``: ``"end"`` (default: episode ends with -1) or ``"raise"``
       (``ValueError``).
-    * ``render_mode``: ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
+    * ``render_mode``: ``"human"`` (a window drawn after every reset and step, with pygame
+      installed, else the text board printed to stdout; :meth:`render` returns None),
+      ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
 
     ``reset(options=...)`` accepts ``{"agent_color": "R"|"B", "first": "R"|"B"}`` for one
     episode.
@@ -148,7 +150,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     * v0: initial version.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 2}  # noqa: RUF012
+    metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 2}  # noqa: RUF012
 
     def __init__(
         self,
@@ -174,6 +176,9 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self.episode = episode
         self.illegal_action = illegal_action
         self.render_mode = render_mode
+        self._human = (
+            _render.HumanRenderer(self.metadata["render_fps"]) if render_mode == "human" else None
+        )
         self.encoding = SlotEncoding()
         self.observation_space = spaces.Box(0.0, 1.0, (self.encoding.size,), np.float32)
         self.action_space = spaces.Discrete(NUM_SLOTS)
@@ -255,6 +260,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         # from a set-up a player makes at most 3 moves in a row (tests/test_rules.py), so the
         # opponent cannot finish a round before the agent moves
         assert reward == 0.0 and not self._done
+        if self._human is not None:
+            self.render()
         return self._obs(), self._info(info_extra)
 
     def _advance(self) -> tuple[float, dict[str, Any]]:
@@ -319,6 +326,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
             if self.illegal_action == "raise":
                 raise ValueError(f"illegal action: {message}")
             self._done = True
+            if self._human is not None:
+                self.render()
             return (
                 self._obs(),
                 -1.0,
@@ -330,12 +339,26 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self._last_move = slot
         self.state = state._successor(slot)
         reward, info = self._advance()
+        if self._human is not None:
+            self.render()
         return self._obs(), reward, self._done, False, self._info(info)
 
     def render(self) -> str | np.ndarray | None:  # type: ignore[override]
-        """Text (``ansi``) or a picture (``rgb_array``) of the position; None without a mode."""
+        """Text (``ansi``) or a picture (``rgb_array``) of the position; None without a mode.
+
+        With ``render_mode="human"`` it shows the position (reset and step already do) and
+        returns None.
+        """
         if self.render_mode is None or self.state is None:
+            return None
+        if self._human is not None:
+            self._human.show(self.state, last_move=self._last_move, agent_color=self.agent_color)
             return None
         if self.render_mode == "ansi":
             return _render.ansi(self.state, agent_color=self.agent_color)
         return _render.rgb_array(self.state, last_move=self._last_move)
+
+    def close(self) -> None:
+        """Close the window of ``render_mode="human"``, if one is open."""
+        if self._human is not None:
+            self._human.close()

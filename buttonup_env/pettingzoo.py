@@ -136,7 +136,9 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
 
     * ``target``: points that win a match (default 15).
     * ``reward``: ``"match"`` (default) or ``"round"``, see Rewards.
-    * ``render_mode``: ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
+    * ``render_mode``: ``"human"`` (a window drawn after :meth:`reset` and after every move,
+      with pygame installed, else the text board printed to stdout; :meth:`render` returns
+      None), ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
 
     ``reset(options=...)`` accepts ``{"first": "R" | "B"}`` for one episode: who starts the
     first round. Other keys are ignored with a warning.
@@ -147,7 +149,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
 
     metadata = {  # noqa: RUF012
         "name": "buttonup_v0",
-        "render_modes": ["ansi", "rgb_array"],
+        "render_modes": ["human", "ansi", "rgb_array"],
         "is_parallelizable": False,
         "render_fps": 2,
     }
@@ -165,6 +167,9 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.target = target
         self.reward_mode = reward
         self.render_mode = render_mode
+        self._human = (
+            _render.HumanRenderer(self.metadata["render_fps"]) if render_mode == "human" else None
+        )
         self.encoding = SlotEncoding()
         self.possible_agents = list(AGENT_COLORS)
         self.agents = []
@@ -246,6 +251,8 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.truncations = dict.fromkeys(self.agents, False)
         self.infos = self._infos()
         self.agent_selection = COLOR_AGENTS[first]
+        if self._human is not None:
+            self.render()
 
     def step(self, action: np.int64 | int | None) -> None:
         """Play ``agent_selection``'s move; the next agent is the player to move after it.
@@ -289,15 +296,26 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.infos = self._infos(**extra)
         self.agent_selection = COLOR_AGENTS[state.to_move]
         self._accumulate_rewards()
+        if self._human is not None:
+            self.render()
 
     # ------------------------------------------------------------------------------------------
     def render(self) -> str | np.ndarray | None:  # type: ignore[override]
-        """Text (``ansi``) or a picture (``rgb_array``) of the position; None without a mode."""
+        """Text (``ansi``) or a picture (``rgb_array``) of the position; None without a mode.
+
+        With ``render_mode="human"`` it shows the position (reset and step already do) and
+        returns None.
+        """
         if self.render_mode is None or self.position is None:
+            return None
+        if self._human is not None:
+            self._human.show(self.position, last_move=self._last_move)
             return None
         if self.render_mode == "ansi":
             return _render.ansi(self.position)
         return _render.rgb_array(self.position, last_move=self._last_move)
 
     def close(self) -> None:
-        """Nothing to release: rendering opens no window."""
+        """Close the window of ``render_mode="human"``, if one is open."""
+        if self._human is not None:
+            self._human.close()

@@ -2,12 +2,17 @@
 
 Only numpy: the image is drawn with filled discs and a tiny built-in bitmap font, in the few
 flat colours of :data:`RGB` (no anti-aliasing), so a picture converts to a palette without loss.
+:class:`HumanRenderer` shows positions to a person (``render_mode="human"``): that picture in
+a window when pygame is installed, the text board otherwise.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -252,3 +257,106 @@ def caption(
             _text(strip, text, x, y, scale, rgb)
             x += 4 * scale * len(text)
     return np.concatenate([image, strip], axis=0)
+
+
+# --- render_mode="human" ---------------------------------------------------------------------
+
+WINDOW_CAPTION = "Button Up!"
+"""The title of the ``render_mode="human"`` window."""
+
+
+class HumanRenderer:
+    """Shows positions as they come, for ``render_mode="human"`` in both environments.
+
+    With pygame installed, :meth:`show` draws the :func:`rgb_array` picture in a window of its
+    size, captioned :data:`WINDOW_CAPTION`; otherwise (or when no window can be opened, as on a
+    machine without a display) it prints the :func:`ansi` text board to stdout, after a one-line
+    note saying why the first time. pygame is imported on the first :meth:`show`, never before.
+
+    Frames are paced at ``fps``: a frame that comes less than ``1 / fps`` seconds after the
+    previous one waits for the rest (the first frame, and a frame after a pause, never waits).
+    :meth:`close` closes the window; a later :meth:`show` opens it again.
+    """
+
+    def __init__(self, fps: float, size: int = 400) -> None:
+        if not fps > 0:
+            raise ValueError(f"fps={fps!r} is not allowed; use a number of frames a second > 0")
+        self.fps = fps
+        self.size = size
+        self._window = False  # True while this renderer has a window open
+        self._text = False  # True once the window is out of reach: print the board instead
+        self._last_frame: float | None = None  # time.monotonic() of the previous frame
+
+    @property
+    def window(self) -> bool:
+        """Whether this renderer has a window open (False before the first frame, in text
+        mode and after :meth:`close`)."""
+        return self._window
+
+    def show(
+        self, state: State, *, last_move: int | None = None, agent_color: Color | None = None
+    ) -> None:
+        """Show ``state``: its picture in the window (``last_move`` ringed in gold) or its text
+        board (``agent_color`` marked "you")."""
+        self._wait()
+        if not self._text and not self._window:
+            self._open()
+        if self._window:
+            self._draw(rgb_array(state, last_move=last_move, size=self.size))
+        else:
+            print(ansi(state, agent_color=agent_color), flush=True)
+
+    def close(self) -> None:
+        """Close the window, if this renderer opened one (closing twice is fine)."""
+        if self._window:
+            self._window = False
+            import pygame
+
+            if pygame.display.get_init():
+                pygame.display.quit()
+
+    def _wait(self) -> None:
+        now = time.monotonic()
+        if self._last_frame is not None:
+            due = self._last_frame + 1 / self.fps
+            if now < due:
+                time.sleep(due - now)
+                now = due
+        self._last_frame = now
+
+    def _open(self) -> None:
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")  # no greeting on stdout
+        try:
+            import pygame
+        except ImportError:
+            self._use_text("pygame is not installed (pip install pygame shows a window)")
+            return
+        try:
+            self._surface(pygame)
+        except pygame.error as error:
+            self._use_text(f"no window could be opened ({error})")
+            return
+        self._window = True
+
+    def _surface(self, pygame: Any) -> Any:
+        """The window's surface, opening the window if it is not (or no longer) open."""
+        if pygame.display.get_init():
+            screen = pygame.display.get_surface()
+            if screen is not None and screen.get_size() == (self.size, self.size):
+                return screen
+        pygame.display.init()
+        screen = pygame.display.set_mode((self.size, self.size))
+        pygame.display.set_caption(WINDOW_CAPTION)
+        return screen
+
+    def _draw(self, picture: np.ndarray) -> None:
+        import pygame
+
+        screen = self._surface(pygame)  # another renderer may have closed the shared window
+        pygame.surfarray.blit_array(screen, picture.swapaxes(0, 1))
+        pygame.event.pump()  # keeps the window responsive
+        pygame.display.flip()
+
+    def _use_text(self, why: str) -> None:
+        self._text = True
+        print(f"Button Up! is shown as text: {why}.", flush=True)

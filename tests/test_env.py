@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,8 +20,28 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import buttonup_env
 from buttonup_env.bots import GreedyBot, RandomBot
 from buttonup_env.env import ButtonUpEnv
+from buttonup_env.render import WINDOW_CAPTION, HumanRenderer
 from buttonup_env.rules import State, next_starter, other
 from buttonup_env.wrappers import RingObservation
+
+
+@pytest.fixture(autouse=True)
+def no_real_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SDL's dummy video driver: render_mode="human" windows (check_env makes one in every
+    run) are drawn off screen, so the tests run the same on a desktop and on CI."""
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+
+
+@pytest.fixture
+def fast_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Human-mode frames without the 0.5 s pace of render_fps=2 (set before the env is made)."""
+    monkeypatch.setitem(ButtonUpEnv.metadata, "render_fps", 1000)
+
+
+@pytest.fixture
+def no_pygame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import pygame`` fails, as where it is not installed."""
+    monkeypatch.setitem(sys.modules, "pygame", None)
 
 
 @contextmanager
@@ -93,16 +114,28 @@ def run_episode(
     "kwargs",
     [
         {},
+        {"render_mode": "human"},
         {"render_mode": "ansi"},
         {"render_mode": "rgb_array"},
         {"reward": "round", "episode": "round", "opponent": "greedy"},
         {"opponent": "perfect", "agent_color": "B", "target": 3},
     ],
 )
-def test_gymnasium_check_env(kwargs: dict[str, Any]) -> None:
+def test_gymnasium_check_env(kwargs: dict[str, Any], fast_frames: None) -> None:
+    """With its render checks: every run also makes the env in each declared render mode."""
     env = make(**kwargs)
     with warnings_as_errors():
         gym_check_env(env)
+    env.close()
+
+
+def test_gymnasium_check_env_human_without_pygame(
+    fast_frames: None, no_pygame: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = make(render_mode="human")
+    with warnings_as_errors():
+        gym_check_env(env)
+    assert "Button Up!  Red 0 - 0 Black" in capsys.readouterr().out
 
 
 def test_sb3_check_env() -> None:
@@ -117,6 +150,8 @@ def test_make_in_a_fresh_process() -> None:
         import sys
         import gymnasium
         assert "buttonup_env" not in sys.modules
+        gymnasium.make("buttonup_env:ButtonUp-v0", render_mode="human")
+        assert "pygame" not in sys.modules, "pygame is imported on the first frame only"
         env = gymnasium.make("buttonup_env:ButtonUp-v0", opponent="greedy")
         obs, info = env.reset(seed=0)
         assert obs.shape == (246,), obs.shape
@@ -535,7 +570,7 @@ def test_opponent_by_name() -> None:
         ({"target": True}, "target=True"),
         ({"agent_color": "G"}, "agent_color='G'"),
         ({"illegal_action": "ignore"}, "illegal_action='ignore'"),
-        ({"render_mode": "human"}, "render_mode='human'"),
+        ({"render_mode": "window"}, "render_mode='window'"),
         ({"opponent": "nonsense"}, "'nonsense'"),
         ({"opponent": 42}, "42"),
         ({"opponent": None}, "None"),
@@ -595,6 +630,116 @@ def test_render_without_mode() -> None:
     env = make()
     env.reset(seed=0)
     assert env.render() is None
+
+
+def test_render_modes_are_declared() -> None:
+    assert ButtonUpEnv.metadata["render_modes"] == ["human", "ansi", "rgb_array"]
+    assert make(render_mode="human").render_mode == "human"
+
+
+def window_pixels() -> np.ndarray:
+    """What the window shows, as an (height, width, 3) uint8 picture."""
+    import pygame
+
+    return pygame.surfarray.array3d(pygame.display.get_surface()).transpose(1, 0, 2)
+
+
+def twin_episode(human: ButtonUpEnv, twin: ButtonUpEnv, seed: int) -> Iterator[None]:
+    """Play the same episode in both envs (legal moves from a seeded generator); yield after
+    the reset and after every step, when both show the same position."""
+    _, info = human.reset(seed=seed)
+    twin.reset(seed=seed)
+    yield
+    rng = np.random.default_rng(seed)
+    terminated = False
+    while not terminated:
+        action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        _, _, terminated, _, info = human.step(action)
+        twin.step(action)
+        assert human.state == twin.state
+        yield
+
+
+def test_render_human_window_shows_the_rgb_array_picture(fast_frames: None) -> None:
+    pygame = pytest.importorskip("pygame")
+    env = make(render_mode="human", target=5, opponent="greedy")
+    twin = make(render_mode="rgb_array", target=5, opponent="greedy")
+    frames = 0
+    for _ in twin_episode(env, twin, seed=3):
+        assert pygame.display.get_caption()[0] == WINDOW_CAPTION
+        picture = twin.render()
+        assert window_pixels().shape == picture.shape == (400, 400, 3)
+        np.testing.assert_array_equal(window_pixels(), picture)
+        frames += 1
+    assert frames > 8, "a match to 5 points has more than one round"
+    # render() draws the position too (the same picture) and returns None
+    pygame.display.get_surface().fill((0, 0, 0))
+    assert env.render() is None
+    np.testing.assert_array_equal(window_pixels(), twin.render())
+    env.close()
+    assert not pygame.display.get_init(), "close() closes the window"
+    env.close()  # twice is fine
+    assert env.render() is None  # after close(), a frame opens the window again
+    np.testing.assert_array_equal(window_pixels(), twin.render())
+    env.close()
+
+
+def test_render_human_without_pygame_prints_the_board(
+    fast_frames: None, no_pygame: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def printed() -> str:
+        captured = capsys.readouterr()
+        assert captured.err == "", "stdout only, no warnings"
+        return captured.out
+
+    env = make(render_mode="human", agent_color="B")
+    twin = make(render_mode="ansi", agent_color="B")
+    episode = twin_episode(env, twin, seed=5)
+    next(episode)
+    note, board = printed().split("\n", 1)
+    assert note == (
+        "Button Up! is shown as text: pygame is not installed (pip install pygame shows a window)."
+    )
+    assert board == twin.render() + "\n"
+    assert "(you)" in board
+    steps = 0
+    for _ in episode:  # each step prints the board once, and no more notes
+        assert printed() == twin.render() + "\n"
+        steps += 1
+    assert steps > 1
+    assert env.render() is None
+    assert printed() == twin.render() + "\n"
+    env.close()
+    assert env.render() is None
+    assert printed() == twin.render() + "\n"
+
+
+def test_render_human_without_a_display_prints_the_board(
+    fast_frames: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pygame = pytest.importorskip("pygame")
+    pygame.display.quit()
+    monkeypatch.setenv("SDL_VIDEODRIVER", "no-such-driver")
+    env = make(render_mode="human")
+    env.reset(seed=0)
+    note, board = capsys.readouterr().out.split("\n", 1)
+    assert note.startswith("Button Up! is shown as text: no window could be opened (")
+    assert board.startswith("Button Up!  Red 0 - 0 Black")
+    env.close()
+
+
+def test_human_frames_are_paced_at_render_fps(no_pygame: None) -> None:
+    state = State.new_round(buttonup_env.LAYOUTS[0], "R")
+    renderer = HumanRenderer(fps=20)
+    start = time.monotonic()
+    renderer.show(state)
+    first = time.monotonic() - start
+    for _ in range(3):
+        renderer.show(state)
+    assert time.monotonic() - start >= 3 / 20
+    assert first < 3 / 20, "the first frame does not wait"
+    with pytest.raises(ValueError, match="fps=0 is not allowed"):
+        HumanRenderer(fps=0)
 
 
 # --- vector envs and the ring wrapper -----------------------------------------------------------

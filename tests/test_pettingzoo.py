@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -11,10 +13,11 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 
-from pettingzoo.test import api_test, collect_render_results, seed_test
+from pettingzoo.test import api_test, collect_render_results, render_test, seed_test
 
 from buttonup_env.encoding import SlotEncoding, legal_mask
 from buttonup_env.pettingzoo import AGENT_COLORS, ButtonUpAEC, env
+from buttonup_env.render import WINDOW_CAPTION
 from buttonup_env.rules import State, sow
 
 # What PettingZoo's api_test says about every environment outside its own list of classic games.
@@ -25,6 +28,24 @@ API_TEST_NOTES = (
     "Observation is not a NumPy array",
     "Action mask numpy array is all zeros",
 )
+
+
+@pytest.fixture(autouse=True)
+def no_real_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SDL's dummy video driver: render_mode="human" windows are drawn off screen."""
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+
+
+@pytest.fixture
+def fast_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Human-mode frames without the 0.5 s pace of render_fps=2 (set before the env is made)."""
+    monkeypatch.setitem(ButtonUpAEC.metadata, "render_fps", 1000)
+
+
+@pytest.fixture
+def no_pygame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import pygame`` fails, as where it is not installed."""
+    monkeypatch.setitem(sys.modules, "pygame", None)
 
 
 def play_match(
@@ -72,6 +93,24 @@ def test_api_test() -> None:
 
 def test_seed_test() -> None:
     seed_test(env, num_cycles=500)
+
+
+@pytest.mark.parametrize("pygame", ["installed", "missing"])
+def test_render_test(
+    pygame: str,
+    fast_frames: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every declared mode, "human" included: a window, or the text board without pygame."""
+    if pygame == "installed":
+        pytest.importorskip("pygame")
+    else:
+        monkeypatch.setitem(sys.modules, "pygame", None)
+    assert env().metadata["render_modes"] == ["human", "ansi", "rgb_array"]
+    render_test(env)
+    printed = capsys.readouterr().out
+    assert ("Button Up!  Red 0 - 0 Black" in printed) == (pygame == "missing")
 
 
 # --- whole matches -----------------------------------------------------------------------------
@@ -234,7 +273,7 @@ def test_illegal_action_without_wrappers_raises() -> None:
         ({"target": True}, "target=True is not allowed"),
         ({"target": 2.5}, "target=2.5 is not allowed"),
         ({"reward": "win"}, "reward='win' is not allowed; use one of 'match', 'round'"),
-        ({"render_mode": "human"}, "render_mode='human' is not allowed"),
+        ({"render_mode": "window"}, "render_mode='window' is not allowed"),
     ],
 )
 def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
@@ -279,3 +318,83 @@ def test_render_without_mode_is_none() -> None:
     game = env()
     game.reset(seed=0)
     assert game.render() is None
+
+
+def window_pixels() -> np.ndarray:
+    """What the window shows, as an (height, width, 3) uint8 picture."""
+    import pygame
+
+    return pygame.surfarray.array3d(pygame.display.get_surface()).transpose(1, 0, 2)
+
+
+def twin_match(human: Any, twin: Any, seed: int) -> Iterator[bool]:
+    """Play the same match in both games (legal moves from a seeded generator), yield after the
+    reset and after every step, when both show the same position: True after a move, False
+    after the reset and after a terminated agent's step."""
+    human.reset(seed=seed)
+    twin.reset(seed=seed)
+    yield False
+    rng = np.random.default_rng(seed)
+    for _ in human.agent_iter():
+        observation, _, termination, truncation, _ = human.last()
+        if termination or truncation:
+            action = None
+        else:
+            action = int(rng.choice(np.flatnonzero(observation["action_mask"])))
+        human.step(action)
+        twin.step(action)
+        assert human.unwrapped.position == twin.unwrapped.position
+        yield action is not None
+
+
+def test_render_human_window_shows_the_rgb_array_picture(fast_frames: None) -> None:
+    pygame = pytest.importorskip("pygame")
+    game = env(render_mode="human", target=5)
+    twin = env(render_mode="rgb_array", target=5)
+    moves = 0
+    for moved in twin_match(game, twin, seed=2):
+        assert pygame.display.get_caption()[0] == WINDOW_CAPTION
+        picture = twin.render()
+        assert window_pixels().shape == picture.shape == (400, 400, 3)
+        np.testing.assert_array_equal(window_pixels(), picture)
+        moves += moved
+    assert moves > 8, "a match to 5 points has more than one round"
+    pygame.display.get_surface().fill((0, 0, 0))
+    assert game.render() is None
+    np.testing.assert_array_equal(window_pixels(), twin.render())
+    game.close()
+    assert not pygame.display.get_init(), "close() closes the window"
+    game.close()  # twice is fine
+    assert game.render() is None  # after close(), a frame opens the window again
+    np.testing.assert_array_equal(window_pixels(), twin.render())
+    game.close()
+
+
+def test_render_human_without_pygame_prints_the_board(
+    fast_frames: None, no_pygame: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def printed() -> str:
+        captured = capsys.readouterr()
+        assert captured.err == "", "stdout only, no warnings"
+        return captured.out
+
+    game = env(render_mode="human", target=5)
+    twin = env(render_mode="ansi", target=5)
+    match = twin_match(game, twin, seed=2)
+    next(match)
+    note, board = printed().split("\n", 1)
+    assert note == (
+        "Button Up! is shown as text: pygame is not installed (pip install pygame shows a window)."
+    )
+    assert board == twin.render() + "\n"
+    moves = 0
+    for moved in match:  # each move prints the board once; a terminated agent's step does not
+        assert printed() == (twin.render() + "\n" if moved else "")
+        moves += moved
+    assert moves > 8
+    assert game.render() is None
+    assert printed() == twin.render() + "\n"
+    assert "Match over:" in twin.render()
+    game.close()
+    assert game.render() is None
+    assert printed() == twin.render() + "\n"
