@@ -492,7 +492,7 @@ def test_report_of_run_folders_reads_their_last_evaluation(
         if index < len(regrets):  # the last one did not finish: left out
             (run / "final.onnx").write_bytes(b"")
     out = tmp_path / "report"
-    report.main(["--runs", str(group), "--out", str(out), "--reps", "200"])
+    report.main(["--runs", str(group), "--out", str(out), "--reps", "200", "--no-exploitability"])
     figures = json.loads((out / "report.json").read_text())["figures"]
     assert set(figures) == {
         "regret_perfect",
@@ -503,6 +503,34 @@ def test_report_of_run_folders_reads_their_last_evaluation(
     entry = figures["regret_perfect"]["group"]
     assert entry["runs"] == 3 and entry["median"] == pytest.approx(0.5)
     assert entry["iqm"] == pytest.approx(rliable_iqm(regrets, reps=200)[0])
+
+
+def test_report_of_run_folders_measures_their_exploitability(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    """A train.py run folder has no trial.json: the report measures its final policy as
+    tune.py does for a trial (and says so in one line when the file is not a policy)."""
+    from buttonup_env.exploit import exploitability
+    from buttonup_env.models import shipped_policy_path
+    from buttonup_env.policy import load_policy
+
+    run = tmp_path / "group" / "run0"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"seed": 0}))
+    row = {"steps": 1000, "regret_perfect": 0.2, "win_rate_random": 1.0, "win_rate_greedy": 1.0,
+           "win_rate_perfect": 0.2}  # fmt: skip
+    (run / "eval.jsonl").write_text(json.dumps(row) + "\n")
+    shutil.copy(shipped_policy_path("buttonup-ppo"), run / "final.onnx")
+    out = tmp_path / "report"
+    report.main(["--runs", str(tmp_path / "group"), "--out", str(out), "--reps", "50"])
+    entry = json.loads((out / "report.json").read_text())["figures"]["exploitability"]["group"]
+    expected = exploitability(load_policy(shipped_policy_path("buttonup-ppo"))).exploitability
+    assert entry["runs"] == 1 and entry["iqm"] == pytest.approx(expected)
+
+    (run / "final.onnx").write_bytes(b"not a policy")
+    with pytest.raises(SystemExit) as stop:
+        report.main(["--runs", str(tmp_path / "group"), "--out", str(out)])
+    assert stop.value.code == 2
 
 
 def test_report_of_a_sweep_lists_the_best_trials_and_the_parameters(

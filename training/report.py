@@ -41,7 +41,16 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import code_version, fail, open_storage, read_eval_rows, read_json, safe_url
+from common import (
+    code_version,
+    fail,
+    final_figures,
+    first_line,
+    open_storage,
+    read_eval_rows,
+    read_json,
+    safe_url,
+)
 
 BOTS = ("random", "greedy", "perfect")
 
@@ -76,6 +85,9 @@ class ReportConfig:
     """Seed of the bootstrap (of each interval: the same seed gives the same report)."""
     top: int = 10
     """Best trials listed for a sweep."""
+    exploitability: bool = True
+    """Measure the exact exploitability of the final policy of run folders that have no
+    trial.json (plain train.py runs: about 5-20 s each on a 2-core machine)."""
 
 
 @dataclass
@@ -116,9 +128,10 @@ def study_runs(study: Any) -> list[Run]:
     ]
 
 
-def folder_runs(path: Path) -> list[Run]:
+def folder_runs(path: Path, measure: bool = True) -> list[Run]:
     """The finished runs in ``path``: the run folder itself, or the run folders in it. A run's
-    figures come from tune.py's trial.json, or else from its last periodic evaluation."""
+    figures come from tune.py's trial.json, or else as tune.py finds them: its last periodic
+    evaluation and (``measure``) the exploitability of its final.onnx."""
     if not path.is_dir():
         fail(f"--runs {path}: no such folder")
     folders = (
@@ -141,8 +154,10 @@ def folder_runs(path: Path) -> list[Run]:
         except (OSError, ValueError) as error:
             fail(f"{folder / 'eval.jsonl'} is damaged ({error})")
         if rows:
-            final = {k: v for k, v in rows[-1].items() if k.startswith(("regret_", "win_rate_"))}
-            final["steps"] = rows[-1]["steps"]
+            try:
+                final = final_figures(folder, rows, measure)
+            except (OSError, ValueError) as error:
+                fail(f"{folder / 'final.onnx'} cannot be measured ({first_line(error)})")
             seed = read_json(folder / "config.json").get("seed")
             runs.append(Run(folder.name, final, rows, seed))
     if not runs:
@@ -553,7 +568,7 @@ def main(argv: list[str] | None = None) -> Path:
                 f"study {name} in {safe_url(url)}" + (f": `{command}`" if settings else "")
             )
     for path in config.runs:
-        for run in folder_runs(path):
+        for run in folder_runs(path, config.exploitability):
             is_run = (path / "config.json").is_file()
             group = path.resolve().parent.name if is_run else path.resolve().name
             groups.setdefault(group, []).append(run)

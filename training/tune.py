@@ -56,7 +56,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fail, first_line, open_storage, safe_url
+from common import fail, final_figures, first_line, open_storage, safe_url
 from train import OpponentMix, TrainConfig, config_to_json, resolve, train
 
 from buttonup_env.bots import BOTS
@@ -607,28 +607,6 @@ def report_stale(study: optuna.Study, trial: FrozenTrial) -> None:
         f"(not retried; another trial takes its place)",
         flush=True,
     )
-
-
-def final_figures(run_dir: Path, evals: list[dict[str, Any]], measure: bool) -> dict[str, Any]:
-    """A trial's figures at its end: the last periodic evaluation (regret and win rate against
-    each bot), the lowest regret of all and its step, and the exact exploitability of the final
-    policy (``measure``, for a trial that finished)."""
-    final: dict[str, Any] = {}
-    if evals:
-        last = evals[-1]
-        final = {k: last[k] for k in last if k.startswith(("regret_", "win_rate_"))}
-        final["steps"] = last["steps"]
-        final["minutes"] = last.get("minutes")
-        best = min(evals, key=lambda row: row["regret_perfect"])
-        final["best_regret"] = best["regret_perfect"]
-        final["best_steps"] = best["steps"]
-    policy = run_dir / "final.onnx"
-    if measure and policy.is_file():
-        from buttonup_env.exploit import exploitability
-        from buttonup_env.policy import load_policy
-
-        final["exploitability"] = exploitability(load_policy(policy)).exploitability
-    return final
 
 
 def figures_line(final: dict[str, Any]) -> str:
