@@ -1,12 +1,19 @@
 """Write a trained policy's actor to ONNX (needs torch, sb3-contrib and onnx: the ``train`` extra).
 
-The actor of both policy kinds used here is a chain of ``Linear`` layers and activations:
+The actor of both policy kinds used here is a chain of ``Linear`` layers and activations
+(``ReLU`` or ``Tanh``) after SB3's default ``FlattenExtractor``:
 
-* :class:`~buttonup_env.nets.RingPolicy` (``ring`` encoding): the same layers score each of the
-  three views, so the graph reshapes ``[batch, 729]`` to ``[batch, 3, 243]``, applies the chain
-  and gives ``[batch, 3]`` logits;
-* SB3's default ``MlpPolicy`` (``slots`` encoding of ``ButtonUp-v0``): the chain ``policy_net``
-  then ``action_net`` gives ``[batch, 9]`` logits.
+* :class:`~buttonup_env.nets.RingPolicy` (``ring`` and ``afterstates`` encodings): the same
+  layers score each of the three views, so the graph reshapes ``[batch, 729]`` to
+  ``[batch, 3, 243]``, applies the chain and gives ``[batch, 3]`` logits;
+* SB3's default ``MlpPolicy`` of ``PPO`` or ``MaskablePPO`` (``slots`` encoding of
+  ``ButtonUp-v0``, or a view encoding of its ``RingObservation`` wrapper): the chain
+  ``mlp_extractor.policy_net`` then ``action_net`` gives ``[batch, 9]`` (or ``[batch, 3]``)
+  logits. SB3 computes the same: features extractor, ``policy_net``, ``action_net``; the
+  mask is not part of the graph (the player applies it, see :mod:`buttonup_env.policy`).
+
+Anything else (another features extractor, a recurrent policy, other layers) is refused with a
+``ValueError`` saying what is supported.
 
 The graph is written directly with ``onnx.helper`` from the weights: exact, and milliseconds
 instead of seconds, so that training can snapshot its opponents often.
@@ -21,11 +28,19 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from stable_baselines3.common.torch_layers import FlattenExtractor, MlpExtractor
 from torch import nn
 
-from .encoding import ENCODINGS, MAX_LEGAL, RingEncoding, SlotEncoding
+from .encoding import ENCODINGS, MAX_LEGAL, AfterstateEncoding, RingEncoding, SlotEncoding
 from .nets import RingPolicy
-from .policy import FORMAT_VERSION, INPUT_NAME, META_ENCODING, META_VERSION, OUTPUT_NAME
+from .policy import (
+    FORMAT_VERSION,
+    INPUT_NAME,
+    META_ENCODING,
+    META_VERSION,
+    OUTPUT_NAME,
+    Encoding,
+)
 
 _ACTIVATIONS = {nn.ReLU: "Relu", nn.Tanh: "Tanh"}
 OPSET = 17
@@ -54,12 +69,26 @@ def _chain(modules: list[nn.Module]) -> list[tuple[str, Any]]:
     return steps
 
 
-def _actor(policy: Any) -> tuple[str, list[tuple[str, Any]], bool]:
-    """(encoding name, layer chain, whether the chain runs per view) of a policy."""
+SUPPORTED_POLICIES = (
+    f"RingPolicy ({RingEncoding.size} or {AfterstateEncoding.size} observations) and SB3's "
+    f"MlpPolicy on ButtonUp-v0 ({SlotEncoding.size}) or RingObservation ({RingEncoding.size} or "
+    f"{AfterstateEncoding.size}), with Linear, ReLU and Tanh layers"
+)
+"""What :func:`export_onnx` can write."""
+
+
+def _actor(policy: Any) -> tuple[Encoding, list[tuple[str, Any]], bool]:
+    """(encoding, layer chain, whether the chain runs per view) of a policy."""
     size = policy.observation_space.shape[0]
+    extractor = getattr(policy, "pi_features_extractor", None) or policy.features_extractor
+    if type(extractor) is not FlattenExtractor:
+        raise ValueError(
+            f"cannot export a policy whose features extractor is {type(extractor).__name__}; "
+            f"supported: SB3's default FlattenExtractor in {SUPPORTED_POLICIES}"
+        )
     if isinstance(policy, RingPolicy):
         extractor = policy.mlp_extractor
-        matching = [e.name for e in ENCODINGS.values() if e.size == size and e.name != "slots"]
+        matching = [e for e in ENCODINGS.values() if e.size == size and e.name != "slots"]
         if not matching:
             raise ValueError(f"no view encoding has observations of size {size}")
         steps = _chain([extractor.actor_body, extractor.actor_score])
@@ -67,15 +96,19 @@ def _actor(policy: Any) -> tuple[str, list[tuple[str, Any]], bool]:
         if bound is not None:
             steps += [("scale", 1.0 / bound), ("act", "Tanh"), ("scale", bound)]
         return matching[0], steps, True
-    if size == SlotEncoding.size and hasattr(policy.mlp_extractor, "policy_net"):
-        return (
-            SlotEncoding.name,
-            _chain([policy.mlp_extractor.policy_net, policy.action_net]),
-            False,
-        )
+    encoding = next((e for e in ENCODINGS.values() if e.size == size), None)
+    action_net = getattr(policy, "action_net", None)
+    if (
+        encoding is not None
+        and type(getattr(policy, "mlp_extractor", None)) is MlpExtractor
+        and isinstance(action_net, nn.Linear)
+        and action_net.out_features == encoding.actions
+    ):
+        return encoding, _chain([policy.mlp_extractor.policy_net, action_net]), False
+    actions = action_net.out_features if isinstance(action_net, nn.Linear) else "?"
     raise ValueError(
-        f"cannot export {type(policy).__name__} with observations of size {size}: supported are "
-        f"RingPolicy ({RingEncoding.size}) and MlpPolicy on ButtonUp-v0 ({SlotEncoding.size})"
+        f"cannot export {type(policy).__name__} with observations of size {size} and {actions} "
+        f"actions: supported are {SUPPORTED_POLICIES}"
     )
 
 
@@ -107,7 +140,7 @@ def actor_to_onnx(policy: Any, metadata: Mapping[str, object] | None = None) -> 
         else:
             nodes.append(helper.make_node(value, [current], [f"h{i}"]))
         current = f"h{i}"
-    actions = MAX_LEGAL if per_view else SlotEncoding.actions
+    actions = encoding.actions
     out_shape = numpy_helper.from_array(np.array([-1, actions], np.int64), "logits_shape")
     initializers.append(out_shape)
     nodes.append(helper.make_node("Reshape", [current, "logits_shape"], [OUTPUT_NAME]))
@@ -123,11 +156,17 @@ def actor_to_onnx(policy: Any, metadata: Mapping[str, object] | None = None) -> 
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="buttonup-env"
     )
     model.ir_version = 8
-    props = {META_ENCODING: encoding, META_VERSION: FORMAT_VERSION}
+    props = {META_ENCODING: encoding.name, META_VERSION: FORMAT_VERSION}
     props.update({str(k): str(v) for k, v in (metadata or {}).items()})
     helper.set_model_props(model, props)
     onnx.checker.check_model(model)
     return model
+
+
+def check_exportable(policy: Any) -> str:
+    """The encoding name of ``policy``'s ONNX file; ``ValueError`` saying what is supported
+    when it cannot be exported (without writing anything)."""
+    return _actor(policy)[0].name
 
 
 def export_onnx(

@@ -7,11 +7,19 @@ only onnxruntime and numpy; an ONNX file cannot run arbitrary code, unlike a pic
 
 A Stable-Baselines3 ``.zip`` can be loaded too, but only with ``trusted=True``: loading it
 unpickles Python objects, which can run any code. Never load a ``.zip`` you did not make.
+:func:`read_sb3_zip` tells what such a file holds without loading it, and
+:func:`load_sb3_model` loads one of the kinds this package can play and export
+(:data:`SB3_SUPPORTED`).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import pickletools
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -132,20 +140,17 @@ class OnnxPolicy(_PolicyPlayer):
 
 
 class SB3Policy(_PolicyPlayer):
-    """A (Maskable)PPO model from Stable-Baselines3, in memory or loaded from a trusted .zip."""
+    """A (Maskable)PPO model from Stable-Baselines3, in memory or loaded from a trusted .zip.
+
+    The legal-move mask is applied to the model's logits as for an ONNX policy, also for a
+    plain ``PPO`` model that was trained without one.
+    """
 
     def __init__(self, model: Any, path: str | Path = "<memory>", deterministic: bool = True):
         super().__init__(deterministic)
         self.model = model
         self.path = Path(path)
-        size = model.observation_space.shape[0]
-        matching = [e for e in ENCODINGS.values() if e.size == size]
-        if not matching:
-            raise ValueError(
-                f"{self.path}: observations of size {size} match no encoding "
-                f"({', '.join(f'{e.name}: {e.size}' for e in ENCODINGS.values())})"
-            )
-        self.encoding = matching[0]
+        self.encoding = _encoding_of(model, self.path)
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
         import torch as th
@@ -155,6 +160,204 @@ class SB3Policy(_PolicyPlayer):
             obs = th.as_tensor(observations, dtype=th.float32, device=policy.device)
             dist = policy.get_distribution(obs)
             return dist.distribution.logits.cpu().numpy()
+
+
+SB3_SUPPORTED = (
+    "MaskablePPO and PPO models with SB3's MlpPolicy (or MaskablePPO with buttonup_env's "
+    "RingPolicy) trained on ButtonUp-v0 (246 observations, 9 actions) or on its RingObservation "
+    "wrapper (729 or 735 observations, 3 actions)"
+)
+"""The Stable-Baselines3 models that :func:`load_sb3_model` loads and ``training/export.py``
+exports."""
+
+_SB3_POLICIES: dict[tuple[str, str], tuple[str, str]] = {
+    # (module, class) of the pickled policy class: (algorithm, policy name)
+    ("sb3_contrib.common.maskable.policies", "MaskableActorCriticPolicy"): (
+        "MaskablePPO",
+        "MlpPolicy",
+    ),
+    ("buttonup_env.nets", "RingPolicy"): ("MaskablePPO", "RingPolicy"),
+    ("stable_baselines3.common.policies", "ActorCriticPolicy"): ("PPO", "MlpPolicy"),
+}
+
+_SB3_SETTINGS = (
+    "learning_rate",
+    "n_envs",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "gamma",
+    "gae_lambda",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "normalize_advantage",
+    "target_kl",
+    "clip_range_vf",
+)
+"""The training settings a .zip stores as plain JSON (schedules and policy_kwargs other than
+``{}`` are pickled, so they are not read)."""
+
+
+@dataclass(frozen=True)
+class SB3File:
+    """What a Stable-Baselines3 ``.zip`` says about itself, read without unpickling anything."""
+
+    path: Path
+    algorithm: str
+    """``"MaskablePPO"`` or ``"PPO"``."""
+    policy: str
+    """``"MlpPolicy"`` or ``"RingPolicy"``."""
+    policy_class: str
+    """The policy's class, with its module."""
+    sb3_version: str | None
+    """The Stable-Baselines3 version that saved the file."""
+    steps: int | None
+    """``num_timesteps``: the environment steps the model was trained for."""
+    seed: int | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The training settings stored as plain values (learning rate, n_steps, gamma, ...)."""
+
+
+def _unsupported(path: Path, what: str) -> ValueError:
+    return ValueError(f"{path} {what}; supported are {SB3_SUPPORTED}")
+
+
+def _pickled_class(entry: object) -> tuple[str, str] | None:
+    """(module, name) of a class that SB3 stored by reference, read from the pickle's opcodes
+    (``pickletools`` only parses them: nothing is imported or run)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get(":serialized:"), str):
+        return None
+    try:
+        strings: list[str] = []
+        for op, arg, _ in pickletools.genops(base64.b64decode(entry[":serialized:"])):
+            if op.name == "GLOBAL" and isinstance(arg, str):
+                module, _, name = arg.partition(" ")
+                return module, name
+            if op.name == "STACK_GLOBAL":
+                return (strings[-2], strings[-1]) if len(strings) >= 2 else None
+            if isinstance(arg, str):
+                strings.append(arg)
+    except Exception:  # a damaged or unusual pickle: say what the JSON says instead
+        return None
+    return None
+
+
+def read_sb3_zip(path: str | os.PathLike[str]) -> SB3File:
+    """Read what the Stable-Baselines3 ``.zip`` at ``path`` holds, without unpickling it.
+
+    Raises ``ValueError`` with one sentence naming the file when it is not an SB3 model or
+    not one of :data:`SB3_SUPPORTED` (a recurrent policy, DQN, A2C, ...). The observation
+    and action spaces are pickled, so :func:`load_sb3_model` checks them after loading.
+    """
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            raw = archive.read("data") if "data" in names else None
+            version_file = "_stable_baselines3_version"
+            version = archive.read(version_file) if version_file in names else None
+    except (OSError, zipfile.BadZipFile) as error:
+        reason = "not a zip archive" if isinstance(error, zipfile.BadZipFile) else error
+        raise _unsupported(path, f"is not a Stable-Baselines3 model ({reason})") from None
+    if raw is None:
+        raise _unsupported(path, "is not a Stable-Baselines3 model (no 'data' inside)")
+    try:
+        data = json.loads(raw)
+    except ValueError:  # UnicodeDecodeError included
+        raise _unsupported(path, "is not a Stable-Baselines3 model (damaged 'data')") from None
+    if not isinstance(data, dict) or "policy_class" not in data:
+        raise _unsupported(path, "is not a Stable-Baselines3 model (no policy class)")
+    entry = data["policy_class"]
+    found = _pickled_class(entry)
+    if found is None:
+        module = entry.get("__module__", "?") if isinstance(entry, dict) else "?"
+        name = f"a policy class defined in {module}"
+    else:
+        name = ".".join(found)
+    if found not in _SB3_POLICIES:
+        kind = " (a recurrent policy)" if "recurrent" in name.lower() else ""
+        raise _unsupported(path, f"holds a model with the policy {name}{kind}")
+    algorithm, policy = _SB3_POLICIES[found]
+    if "clip_range" not in data:  # A2C and TRPO use ActorCriticPolicy too
+        raise _unsupported(path, f"holds a model with the policy {name} that is not PPO")
+    settings = {
+        key: data[key]
+        for key in _SB3_SETTINGS
+        if key in data and (data[key] is None or isinstance(data[key], bool | int | float | str))
+    }
+    steps, seed = data.get("num_timesteps"), data.get("seed")
+    return SB3File(
+        path=path,
+        algorithm=algorithm,
+        policy=policy,
+        policy_class=name,
+        sb3_version=version.decode(errors="replace").strip() if version is not None else None,
+        steps=steps if isinstance(steps, int) else None,
+        seed=seed if isinstance(seed, int) else None,
+        settings=settings,
+    )
+
+
+def _encoding_of(model: Any, path: Path) -> Encoding:
+    """The encoding whose observations and actions ``model`` (or its policy) has."""
+    shape = getattr(model.observation_space, "shape", None)
+    size = shape[0] if shape is not None and len(shape) == 1 else None
+    matching = [e for e in ENCODINGS.values() if e.size == size]
+    if not matching:
+        sizes = ", ".join(f"{e.name}: {e.size}" for e in ENCODINGS.values())
+        what = f"size {size}" if size is not None else f"shape {shape}"
+        raise _unsupported(path, f"has observations of {what}, which match no encoding ({sizes})")
+    encoding = matching[0]
+    actions = getattr(model, "action_space", None)
+    if actions is not None and type(actions).__name__ != "Discrete":
+        raise _unsupported(path, f"has actions {actions}, which are not discrete")
+    if actions is not None and int(actions.n) != encoding.actions:
+        raise _unsupported(
+            path,
+            f"has {int(actions.n)} actions for observations of size {size}, where the "
+            f"{encoding.name!r} encoding has {encoding.actions}",
+        )
+    return encoding
+
+
+def load_sb3_model(path: str | os.PathLike[str]) -> tuple[Any, SB3File]:
+    """Load a Stable-Baselines3 ``.zip`` on the CPU: the model and :func:`read_sb3_zip`'s
+    description. **This unpickles code from the file**: only for files you made.
+
+    Raises ``ValueError`` with one sentence naming the file when the file is not one of
+    :data:`SB3_SUPPORTED`: another algorithm or policy, observations that no encoding has
+    (another env), bounds other than ButtonUp-v0's ``[0, 1]`` (a normalising wrapper), or
+    actions that are not the encoding's.
+    """
+    path = Path(path)
+    info = read_sb3_zip(path)
+    try:
+        if info.algorithm == "MaskablePPO":
+            from sb3_contrib import MaskablePPO as algorithm
+        else:
+            from stable_baselines3 import PPO as algorithm
+    except ImportError as error:  # pragma: no cover - depends on the installation
+        raise ImportError(
+            "loading a .zip model needs the training extra: pip install 'buttonup-env[train]'"
+        ) from error
+    try:
+        model = algorithm.load(path, device="cpu")
+    except Exception as error:
+        raise ValueError(
+            f"{path} could not be loaded as a Stable-Baselines3 {info.algorithm} model "
+            f"({type(error).__name__}: {' '.join(str(error).split())})"
+        ) from None
+    encoding = _encoding_of(model, path)
+    space = model.observation_space
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    if low is None or high is None or not (np.all(low == 0.0) and np.all(high == 1.0)):
+        raise _unsupported(
+            path,
+            f"has observations {space}, not the {encoding.name!r} encoding's Box(0, 1, "
+            f"({encoding.size},)) (a wrapper that rescales them cannot be exported)",
+        )
+    return model, info
 
 
 def policy_file(path: str | os.PathLike[str]) -> Path:
@@ -181,9 +384,10 @@ def load_policy(
     ``path`` is the name of a shipped policy (``"buttonup-ppo"``; the names are in
     :func:`buttonup_env.models.shipped_policies`), an ``.onnx`` file written by
     ``training/export.py`` (both need onnxruntime only), or, with ``trusted=True``, a
-    Stable-Baselines3 ``.zip`` (needs the ``train`` extra; loading it runs pickled code, so only
-    for files you made). The player applies the legal-move mask to the logits and lifts the
-    best legal slot (``deterministic=False`` samples instead).
+    Stable-Baselines3 ``.zip`` of one of the kinds in :data:`SB3_SUPPORTED` (needs the ``train``
+    extra; loading it runs pickled code, so only for files you made; see
+    :func:`load_sb3_model`). The player applies the legal-move mask to the logits and lifts the
+    best legal slot (``deterministic=False`` samples instead), for a plain ``PPO`` model too.
 
     Raises ``ValueError`` naming the file when it is missing, unreadable, or not a policy for
     this game's observations, and listing the shipped policies for an unknown name.
@@ -197,21 +401,10 @@ def load_policy(
         if not trusted:
             raise ValueError(
                 f"{path} is a Stable-Baselines3 .zip: loading it unpickles code that can do "
-                "anything. Export it to ONNX (training/export.py), or, if you made this file "
-                "yourself, pass trusted=True (--trusted in training/evaluate.py)"
+                "anything. If you made this file yourself, export it to ONNX with "
+                f"python training/export.py {path} --trusted, or pass trusted=True (--trusted "
+                "in training/evaluate.py)"
             )
-        try:
-            from sb3_contrib import MaskablePPO
-        except ImportError as error:  # pragma: no cover - depends on the installation
-            raise ImportError(
-                "loading a .zip model needs the training extra: pip install 'buttonup-env[train]'"
-            ) from error
-        try:
-            model = MaskablePPO.load(path, device="cpu")
-        except Exception as error:
-            raise ValueError(
-                f"{path} could not be loaded as a MaskablePPO model ({type(error).__name__}: "
-                f"{error})"
-            ) from None
+        model, _ = load_sb3_model(path)
         return SB3Policy(model, path, deterministic)
     return OnnxPolicy(path, deterministic)

@@ -19,11 +19,13 @@ import pytest
 import torch as th
 from onnx import TensorProto, helper, numpy_helper
 from sb3_contrib import MaskablePPO
+from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
+from stable_baselines3 import PPO
 from torch import nn
 
 import buttonup_env
 from buttonup_env.encoding import ENCODINGS
-from buttonup_env.export import export_onnx
+from buttonup_env.export import check_exportable, export_onnx
 from buttonup_env.models import SHIPPED_DIR, shipped_policies, shipped_policy_path
 from buttonup_env.nets import RingPolicy
 from buttonup_env.policy import (
@@ -32,14 +34,17 @@ from buttonup_env.policy import (
     OnnxPolicy,
     SB3Policy,
     load_policy,
+    load_sb3_model,
+    read_sb3_zip,
 )
-from buttonup_env.rules import LAYOUTS, State
+from buttonup_env.rules import State
 from buttonup_env.wrappers import RingObservation
 
 POSITIONS = 1200
 
-# name: (encoding, policy_kwargs, steps of training)
-MODELS: dict[str, tuple[str, dict, int]] = {
+# name: (encoding, policy_kwargs, steps of training[, algorithm, policy]); the policy is
+# RingPolicy on the view encodings and SB3's MlpPolicy on the slots unless named
+MODELS: dict[str, tuple] = {
     "afterstates-fresh": ("afterstates", {}, 0),
     "afterstates-trained": ("afterstates", {}, 256),
     "ring-fresh": ("ring", {}, 0),
@@ -51,6 +56,11 @@ MODELS: dict[str, tuple[str, dict, int]] = {
     ),
     "slots-fresh": ("slots", {}, 0),
     "slots-trained": ("slots", {}, 256),
+    "slots-ppo-fresh": ("slots", {}, 0, "PPO"),
+    "slots-ppo-trained": ("slots", {}, 256, "PPO"),
+    "slots-ppo-relu": ("slots", {"net_arch": [32], "activation_fn": nn.ReLU}, 256, "PPO"),
+    "ring-mlp-trained": ("ring", {}, 256, "MaskablePPO", "MlpPolicy"),
+    "afterstates-ppo-mlp": ("afterstates", {"net_arch": [16, 16]}, 256, "PPO", "MlpPolicy"),
 }
 
 
@@ -63,18 +73,22 @@ def one_torch_thread() -> Iterator[None]:
     th.set_num_threads(previous)
 
 
-def make_model(encoding: str, policy_kwargs: dict, seed: int = 0) -> MaskablePPO:
-    """A MaskablePPO model: RingPolicy on the ring encodings, MlpPolicy on ButtonUp-v0."""
-    if encoding == "slots":
-        env = gym.make("ButtonUp-v0", episode="round", reward="round")
-        policy: type | str = "MlpPolicy"
-    else:
-        env = RingObservation(
-            gym.make("ButtonUp-v0", episode="round", reward="round"), encoding=encoding
-        )
-        policy = RingPolicy
-    return MaskablePPO(
-        policy,
+def make_model(
+    encoding: str,
+    policy_kwargs: dict,
+    seed: int = 0,
+    algorithm: str = "MaskablePPO",
+    policy: str | None = None,
+) -> MaskablePPO | PPO:
+    """A MaskablePPO (or PPO) model: RingPolicy on the ring encodings and MlpPolicy on
+    ButtonUp-v0 unless ``policy`` names one."""
+    env = gym.make("ButtonUp-v0", episode="round", reward="round")
+    if encoding != "slots":
+        env = RingObservation(env, encoding=encoding)
+    policy_class: type | str = policy or ("MlpPolicy" if encoding == "slots" else RingPolicy)
+    algorithm_class = MaskablePPO if algorithm == "MaskablePPO" else PPO
+    return algorithm_class(
+        policy_class,
         env,
         n_steps=64,
         batch_size=32,
@@ -93,8 +107,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[
 
     def get(name: str) -> tuple[MaskablePPO, Path]:
         if name not in cache:
-            encoding, kwargs, steps = MODELS[name]
-            model = make_model(encoding, kwargs)
+            encoding, kwargs, steps, *kind = MODELS[name]
+            model = make_model(encoding, kwargs, 0, *kind)
             if steps:
                 model.learn(steps)
             path = export_onnx(model.policy, folder / f"{name}.onnx", {"steps": steps})
@@ -102,23 +116,6 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[
         return cache[name]
 
     return get
-
-
-def random_positions(seed: int, count: int) -> list[State]:
-    """Positions of seeded random play from random layouts, scores and targets (rounds in
-    progress only: every position has a move to choose)."""
-    rng = np.random.default_rng(seed)
-    found: list[State] = []
-    while len(found) < count:
-        target = int(rng.integers(1, 31))
-        score = {"R": int(rng.integers(target)), "B": int(rng.integers(target))}
-        first = "R" if rng.integers(2) == 0 else "B"
-        state = State.new_round(LAYOUTS[int(rng.integers(len(LAYOUTS)))], first, score, target)
-        while not state.round_over:
-            found.append(state)
-            legal = state.legal_moves()
-            state = state.play(legal[int(rng.integers(len(legal)))])
-    return found[:count]
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -181,13 +178,68 @@ def test_onnx_export_plays_like_the_sb3_model(
     assert near_ties <= POSITIONS // 100
 
 
-@pytest.mark.parametrize("encoding", ["afterstates", "ring", "slots"])
+def expected_kind(name: str) -> tuple[str, str]:
+    """(algorithm, policy) that a .zip of ``MODELS[name]`` is described as."""
+    encoding, _, _, *kind = MODELS[name]
+    algorithm = kind[0] if kind else "MaskablePPO"
+    policy = kind[1] if len(kind) > 1 else ("MlpPolicy" if encoding == "slots" else "RingPolicy")
+    return algorithm, policy
+
+
+@pytest.mark.parametrize("name", [name for name in MODELS if "fresh" not in name])
+def test_a_saved_zip_exports_to_a_file_that_chooses_the_sb3_models_moves(
+    name: str, exported: Callable[[str], tuple[MaskablePPO, Path]], tmp_path: Path
+) -> None:
+    """What a user's own script does: ``model.save``, then the export of the loaded file. On
+    1,200 random positions the ONNX file plays the move the SB3 model chooses itself, the mask
+    applied the same way (MaskablePPO's predict with the mask; PPO's argmax of the legal
+    logits)."""
+    model, _ = exported(name)
+    saved = tmp_path / f"{name}.zip"
+    model.save(saved)
+    info = read_sb3_zip(saved)
+    assert (info.algorithm, info.policy) == expected_kind(name)
+    assert info.steps == MODELS[name][2] and info.sb3_version
+    assert info.settings["n_steps"] == 64 and info.settings["batch_size"] == 32
+    loaded, _ = load_sb3_model(saved)
+    assert type(loaded) is type(model)
+    assert check_exportable(loaded.policy) == MODELS[name][0]
+    policy = load_policy(export_onnx(loaded.policy, tmp_path / f"{name}.onnx"))
+    assert policy.encoding.name == MODELS[name][0]
+
+    positions = random_positions(7, POSITIONS)
+    expected, logits = sb3_choices(model, policy.encoding, positions)
+    near_ties = 0
+    for state, slot, row in zip(positions, expected, logits, strict=True):
+        assert slot in state.legal_moves()
+        if policy.act(state) != slot:
+            assert near_tie(row, policy.encoding.mask(state)), (name, state)
+            near_ties += 1
+    assert near_ties <= POSITIONS // 100
+
+
+def test_plain_ppo_would_choose_illegal_moves_that_its_export_never_plays(
+    exported: Callable[[str], tuple[MaskablePPO, Path]],
+) -> None:
+    """PPO has no mask: its own ``predict`` picks illegal slots in some positions, and the
+    exported player (like every player) picks the best legal one there."""
+    model, path = exported("slots-ppo-fresh")
+    policy = load_policy(path)
+    positions = random_positions(8, POSITIONS)
+    observations = np.stack([policy.encoding.encode(s, s.to_move) for s in positions])
+    unmasked, _ = model.predict(observations, deterministic=True)
+    illegal = [s for s, a in zip(positions, unmasked, strict=True) if a not in s.legal_moves()]
+    assert len(illegal) > POSITIONS // 10
+    assert all(policy.act(state) in state.legal_moves() for state in illegal)
+
+
+@pytest.mark.parametrize("encoding", ["afterstates", "ring", "slots", "slots-ppo"])
 def test_training_changes_the_exported_policy(
     encoding: str, exported: Callable[[str], tuple[MaskablePPO, Path]]
 ) -> None:
     """The trained rows above are not the fresh ones again (same seed, different weights)."""
     observations = np.stack(
-        [ENCODINGS[encoding].encode(s, s.to_move) for s in random_positions(2, 100)]
+        [ENCODINGS[encoding.split("-")[0]].encode(s, s.to_move) for s in random_positions(2, 100)]
     )
     fresh = load_policy(exported(f"{encoding}-fresh")[1]).logits(observations)
     trained = load_policy(exported(f"{encoding}-trained")[1]).logits(observations)
@@ -208,10 +260,48 @@ def test_onnx_metadata_names_the_encoding(
 
 
 def test_export_refuses_a_policy_it_cannot_write(tmp_path: Path) -> None:
-    env = RingObservation(gym.make("ButtonUp-v0"), encoding="ring")
-    model = MaskablePPO("MlpPolicy", env, n_steps=64, device="cpu")  # MlpPolicy on 729 floats
-    with pytest.raises(ValueError, match="729"):
+    model = MaskablePPO("MlpPolicy", gym.make("CartPole-v1"), n_steps=64, device="cpu")
+    with pytest.raises(ValueError, match="size 4 and 2 actions: supported are RingPolicy"):
         export_onnx(model.policy, tmp_path / "x.onnx")
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_export_refuses_another_features_extractor(tmp_path: Path) -> None:
+    """A features extractor of the user's is not part of the exported chain: refused rather
+    than silently left out."""
+    from stable_baselines3.common.torch_layers import FlattenExtractor
+
+    class Scaled(FlattenExtractor):
+        def forward(self, observations: th.Tensor) -> th.Tensor:
+            return 2.0 * super().forward(observations)
+
+    kwargs = {"features_extractor_class": Scaled}
+    model = PPO("MlpPolicy", gym.make("ButtonUp-v0"), policy_kwargs=kwargs, device="cpu")
+    with pytest.raises(ValueError, match="features extractor is Scaled; supported: SB3's"):
+        export_onnx(model.policy, tmp_path / "x.onnx")
+    assert not (tmp_path / "x.onnx").exists()
+
+
+@pytest.mark.parametrize("name", list(UNSUPPORTED))
+def test_an_sb3_zip_that_cannot_be_exported_is_refused_in_one_sentence(
+    name: str, tmp_path: Path
+) -> None:
+    """The file is named, with what is wrong and what is supported; only "other layers" gets
+    as far as loading (its player works: torch computes its logits), and its export is
+    refused."""
+    path = unsupported_zip(name, tmp_path)
+    fragments = UNSUPPORTED[name][1]
+    with pytest.raises(ValueError) as error:
+        model, _ = load_sb3_model(path)
+        assert name == "other layers"
+        assert load_policy(path, trusted=True).act(random_positions(1, 1)[0]) in range(9)
+        export_onnx(model.policy, tmp_path / "x.onnx")
+    message = str(error.value)
+    assert "\n" not in message
+    if name != "other layers":
+        assert message.startswith(f"{path} ") and "supported are MaskablePPO and PPO" in message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
     assert not (tmp_path / "x.onnx").exists()
 
 
@@ -361,7 +451,7 @@ def test_bad_policy_files_are_refused_naming_the_file(
 def test_a_trusted_zip_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "empty.zip"
     path.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip archive
-    with pytest.raises(ValueError, match="could not be loaded as a MaskablePPO model") as error:
+    with pytest.raises(ValueError, match="is not a Stable-Baselines3 model") as error:
         load_policy(path, trusted=True)
     assert str(path) in str(error.value)
 
@@ -377,6 +467,21 @@ def test_a_trusted_zip_loads_and_plays_like_its_export(
     player = load_policy(zip_path, trusted=True)
     assert isinstance(player, SB3Policy)
     assert player.encoding.name == "afterstates"
+    exported_player = load_policy(onnx_path)
+    for state in random_positions(3, 200):
+        assert player.act(state) == exported_player.act(state)
+
+
+def test_a_trusted_plain_ppo_zip_loads_and_plays_legal_moves(
+    tmp_path: Path, exported: Callable[[str], tuple[MaskablePPO, Path]]
+) -> None:
+    model, onnx_path = exported("slots-ppo-trained")
+    zip_path = tmp_path / "ppo.zip"
+    model.save(zip_path)
+    with pytest.raises(ValueError, match=f"training/export.py {zip_path} --trusted"):
+        load_policy(zip_path)
+    player = load_policy(zip_path, trusted=True)
+    assert isinstance(player, SB3Policy) and isinstance(player.model, PPO)
     exported_player = load_policy(onnx_path)
     for state in random_positions(3, 200):
         assert player.act(state) == exported_player.act(state)

@@ -16,8 +16,11 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import numpy as np
 import pytest
+from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
 from buttonup_env.bots import GreedyBot, RandomBot
 from buttonup_env.evaluation import evaluate
@@ -701,6 +704,177 @@ def test_export_refuses_an_out_that_is_not_an_onnx_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]  # nothing written
 
 
+# --- training/export.py with a model from your own training script ------------------------------
+
+OWN_STEPS = 256
+
+
+@pytest.fixture(scope="module")
+def own_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
+    """A MaskablePPO and a PPO with MlpPolicy, trained briefly on ButtonUp-v0 as a user's own
+    ten-line script would, and saved with ``model.save``: name -> (model, its .zip)."""
+    import gymnasium as gym
+    import torch as th
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+
+    folder = tmp_path_factory.mktemp("own")
+    threads = th.get_num_threads()
+    th.set_num_threads(1)
+    models = {}
+    for name, algorithm in (("maskable", MaskablePPO), ("ppo", PPO)):
+        env = gym.make("ButtonUp-v0")
+        model = algorithm("MlpPolicy", env, n_steps=64, batch_size=32, seed=3, device="cpu")
+        model.learn(OWN_STEPS)
+        model.save(folder / f"my_{name}.zip")
+        models[name] = (model, folder / f"my_{name}.zip")
+    th.set_num_threads(threads)
+    return models
+
+
+@pytest.mark.parametrize("name", ["maskable", "ppo"])
+def test_export_takes_a_zip_from_your_own_script(
+    name: str, own_models: dict[str, tuple[Any, Path]], tmp_path: Path
+) -> None:
+    """The README's section: export with --trusted, a card that says what the file holds, an
+    ONNX file that chooses the SB3 model's moves (1,200 random positions), which evaluate.py,
+    the env's opponent= and buttonup-play all take."""
+    model, source = own_models[name]
+    saved = Path(shutil.copy(source, tmp_path / source.name))
+    args = ["--random-matches", 10, "--perfect-matches", 5, "--no-best-response"]
+    done = run(EXPORT, saved, "--trusted", *args)
+    assert done.returncode == 0, done.stderr
+    out = saved.with_suffix(".onnx")
+    assert f"wrote {out} and {out.with_suffix('.json')}" in done.stdout
+
+    card = json.loads(out.with_suffix(".json").read_text())
+    algorithm = "MaskablePPO" if name == "maskable" else "PPO"
+    assert card["model"] == out.name and card["command"] is None
+    assert card["seed"] == 3 == card["config"]["seed"]
+    assert card["config"]["n_steps"] == 64 and card["config"]["batch_size"] == 32
+    assert card["training"] == {"source": str(saved), "steps": OWN_STEPS}
+    source = card["source"]
+    assert source["file"] == str(saved) and source["algorithm"] == algorithm
+    assert source["policy"] == "MlpPolicy" and source["encoding"] == "slots"
+    assert (source["observations"], source["actions"]) == (246, 9)
+    assert source["sb3_version"] == stable_baselines3_version()
+    assert source["trained_with_legal_mask"] is (name == "maskable")
+    assert "-inf" in source["legal_moves"]
+    assert ("without a mask" in source["legal_moves"]) is (name == "ppo")
+    assert {k: v["matches"] for k, v in card["evaluation"].items()} == {"random": 10, "perfect": 5}
+    assert any(row.get("target", "").startswith("regret") for row in card["targets"])
+
+    policy = load_policy(out)
+    assert policy.metadata[META_ENCODING] == "slots"
+    assert policy.metadata["algorithm"] == algorithm and policy.metadata["steps"] == "256"
+    positions = random_positions(9, 1200)
+    expected, logits = sb3_choices(model, policy.encoding, positions)
+    differ = [
+        (state, row)
+        for state, slot, row in zip(positions, expected, logits, strict=True)
+        if policy.act(state) != slot
+    ]
+    assert all(near_tie(row, policy.encoding.mask(state)) for state, row in differ)
+    assert len(differ) <= 12
+
+    done = run(EVALUATE, "--model", out, "--opponent", "perfect", "--matches", 4, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert SUMMARY.search(done.stdout)
+
+    import gymnasium as gym
+
+    env = gym.make("ButtonUp-v0", opponent=str(out), episode="round")
+    _, info = env.reset(seed=1)
+    terminated = False
+    while not terminated:
+        action = int(np.flatnonzero(info["action_mask"])[0])
+        _, _, terminated, _, info = env.step(action)
+    assert env.unwrapped.opponent.path == out
+
+    slots = "".join(f"{slot}\n" for slot in range(9)) * 60
+    play = subprocess.run(
+        [sys.executable, "-m", "buttonup_env.play", "--opponent", str(out), "--target", "3"],
+        input=slots,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert play.returncode == 0, play.stderr
+    assert f"against the policy {out}" in play.stdout and "Match over:" in play.stdout
+
+
+def stable_baselines3_version() -> str:
+    import stable_baselines3
+
+    return stable_baselines3.__version__
+
+
+def test_export_refuses_a_zip_without_trusted(
+    own_models: dict[str, tuple[Any, Path]], tmp_path: Path
+) -> None:
+    saved = Path(shutil.copy(own_models["ppo"][1], tmp_path / "my_ppo.zip"))
+    done = run(EXPORT, saved)
+    assert done.returncode == 2
+    line = one_error_line(done)
+    assert f"{saved} is a Stable-Baselines3 .zip" in line and "unpickles" in line
+    assert line.endswith("pass --trusted")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my_ppo.zip"]  # nothing written
+
+
+def which_with_a_zip(folder: Path) -> tuple[list[str | Path], list[str]]:
+    (folder / "my.zip").write_bytes(b"PK\x05\x06" + bytes(18))
+    return [folder / "my.zip", "--trusted", "--which", "latest"], ["--which", "single model"]
+
+
+def missing_zip(folder: Path) -> tuple[list[str | Path], list[str]]:
+    return [folder / "my.zip", "--trusted"], ["does not exist", "Stable-Baselines3 .zip"]
+
+
+def other_file(folder: Path) -> tuple[list[str | Path], list[str]]:
+    (folder / "my.pt").write_bytes(b"weights")
+    return [folder / "my.pt"], ["is not a run folder nor a Stable-Baselines3 .zip"]
+
+
+def unsupported(name: str) -> Callable[[Path], tuple[list[str | Path], list[str]]]:
+    def make(folder: Path) -> tuple[list[str | Path], list[str]]:
+        path = unsupported_zip(name, folder)
+        expected = ["supported"] if name == "other layers" else ["supported are MaskablePPO"]
+        return [path, "--trusted"], [*UNSUPPORTED[name][1], *expected]
+
+    return make
+
+
+BAD_ZIP_EXPORTS: dict[str, Callable[[Path], tuple[list[str | Path], list[str]]]] = {
+    "which with a zip": which_with_a_zip,
+    "missing zip": missing_zip,
+    "other file": other_file,
+    **{name: unsupported(name) for name in UNSUPPORTED},
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ZIP_EXPORTS))
+def test_export_refuses_a_zip_it_cannot_export_in_one_sentence(
+    case: str,
+    tmp_path: Path,
+    training_script: Callable[[str], ModuleType],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Exit status 2 and one line naming the file and what is supported (run in this process:
+    the CLI's error path is the same ``fail``; the subprocess tests above show it has no
+    traceback)."""
+    args, fragments = BAD_ZIP_EXPORTS[case](tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(SystemExit) as stop:
+        training_script("export").main([str(arg) for arg in args])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {args[0]}"), err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
 # --- training/evaluate.py ---------------------------------------------------------------------
 
 SUMMARY = re.compile(
@@ -779,7 +953,7 @@ BAD_EVALUATE_ARGS = {
         lambda _: ["--model", "random", "--opponent", "nosuchbot"],
         "'nosuchbot'",
     ),
-    "untrusted zip": (untrusted_checkpoint, "trusted"),
+    "untrusted zip": (untrusted_checkpoint, "export it to ONNX with python training/export.py"),
     "negative seed": (lambda _: ["--model", "random", "--seed", "-1"], "--seed must be"),
     "json into a folder": (
         lambda tmp_path: ["--model", "random", "--json", str(tmp_path)],

@@ -3,6 +3,7 @@
     python training/export.py runs/NAME                      # the run's best checkpoint
     python training/export.py runs/NAME --which latest --out my-agent.onnx
     python training/export.py runs/NAME --out buttonup_env/models/buttonup-ppo.onnx  # ship it
+    python training/export.py my_ppo.zip --trusted           # a model from your own script
 
 Writes ``OUT`` (the policy network: observations to action logits; needs only onnxruntime to
 run, see ``buttonup_env.load_policy``) and ``OUT`` with ``.json`` (the card: the training
@@ -10,6 +11,14 @@ command, config, seed, code version, training steps and time, the evaluation aga
 random bot and the perfect bot, and the exact exploitability). Training calls the same code at
 its end. The policies shipped with the package are the ``.onnx`` files (and cards) in
 ``buttonup_env/models/``: exporting there replaces or adds one, loadable by its file name.
+
+It also takes a Stable-Baselines3 ``.zip`` saved by your own script (``model.save(...)``): a
+``MaskablePPO`` or ``PPO`` model with SB3's ``MlpPolicy``, or the package's ``RingPolicy``,
+trained on ButtonUp-v0 or its ``RingObservation`` wrapper. Loading one unpickles code, so it
+is refused without ``--trusted``; the card then says what the file records (algorithm, policy,
+observation encoding, SB3 version, training steps) beside the same evaluations as for a run.
+The exported player applies the legal-move mask (illegal logits to -inf, then the best legal
+move), also for a plain ``PPO`` model trained without one.
 
 This loads the run's SB3 checkpoint, which unpickles Python code: export only runs you made.
 """
@@ -19,7 +28,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import tyro
 
@@ -30,8 +39,8 @@ from common import fail, load_checkpoint, read_eval_rows, read_json, write_card
 from buttonup_env.bots import PerfectBot, RandomBot
 from buttonup_env.evaluation import EvaluationResult, evaluate
 from buttonup_env.exploit import exploitability
-from buttonup_env.export import export_onnx
-from buttonup_env.policy import OnnxPolicy
+from buttonup_env.export import check_exportable, export_onnx
+from buttonup_env.policy import OnnxPolicy, load_sb3_model
 
 EVAL_SEED = 2026
 
@@ -45,10 +54,13 @@ def export_with_card(
     perfect_matches: int,
     quiet: bool = False,
     best_response: bool = False,
+    metadata: dict[str, object] | None = None,
+    card: dict[str, object] | None = None,
 ) -> dict[str, EvaluationResult]:
     """Write ``out`` and its card; evaluate against the random and the perfect bot, and
-    (with ``best_response``) measure the exact exploitability."""
-    export_onnx(policy, out, {"steps": training.get("steps", "")})
+    (with ``best_response``) measure the exact exploitability. ``metadata`` goes into the ONNX
+    file beside the steps, ``card`` into the card before the targets."""
+    export_onnx(policy, out, {"steps": training.get("steps", ""), **(metadata or {})})
     player = OnnxPolicy(out)
     results: dict[str, tuple[str, EvaluationResult]] = {}
     for name, bot, matches in (
@@ -67,7 +79,7 @@ def export_with_card(
         results[name] = (command, result)
         if not quiet:
             print(result.summary(), end="\n\n")
-    extra: dict[str, object] = {"targets": targets(results)}
+    extra: dict[str, object] = {**(card or {}), "targets": targets(results)}
     if best_response:
         if not quiet:
             print(f"measuring the exploitability of {out.name} (best response, exact)...")
@@ -114,15 +126,21 @@ def targets(results: dict[str, tuple[str, EvaluationResult]]) -> list[dict[str, 
 
 @dataclass
 class ExportArgs:
-    """Export a run's checkpoint to ONNX with a model card."""
+    """Export a run's checkpoint, or a Stable-Baselines3 .zip, to ONNX with a model card."""
 
-    run: tyro.conf.Positional[Path]
-    """A run folder made by training/train.py."""
-    which: Literal["best", "latest"] = "best"
-    """best: the checkpoint with the lowest regret against the perfect bot in the periodic
-    evaluations; latest: the last one."""
+    source: tyro.conf.Positional[Path]
+    """A run folder made by training/train.py, or an SB3 .zip saved by your own script (needs
+    --trusted)."""
+    which: Annotated[Literal["best", "latest"] | None, tyro.conf.arg(metavar="{best,latest}")] = (
+        None
+    )
+    """For a run folder (default: best): best, the checkpoint with the lowest regret against
+    the perfect bot in the periodic evaluations; latest, the last one."""
     out: Path | None = None
-    """Where to write the .onnx (default: RUN/WHICH.onnx); the card goes beside it."""
+    """Where to write the .onnx (default: RUN/WHICH.onnx, or the .zip's path with .onnx); the
+    card goes beside it."""
+    trusted: bool = False
+    """Allow exporting an SB3 .zip: loading it unpickles code, so only files you made."""
     random_matches: int = 1000
     """Matches against the random bot for the card."""
     perfect_matches: int = 500
@@ -131,39 +149,130 @@ class ExportArgs:
     """Also measure the exact exploitability for the card (4 s for the shipped model)."""
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = tyro.cli(ExportArgs, args=argv, description=__doc__)
-    checkpoint = args.run / "checkpoints" / f"{args.which}.zip"
-    if not (args.run / "config.json").is_file():
-        fail(f"{args.run} is not a run folder (no config.json)")
-    if not checkpoint.is_file():
-        fail(f"{checkpoint} does not exist (run still starting?)")
+def check_common(args: ExportArgs) -> None:
+    """The checks of the options that do not depend on what is exported."""
     if args.out is not None and (args.out.is_dir() or args.out.suffix != ".onnx"):
         fail(f"--out {args.out}: give the .onnx file to write (its card goes beside it as .json)")
     for name in ("random_matches", "perfect_matches"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be >= 0")
-    config = read_json(args.run / "config.json")
-    state_file = args.run / "checkpoints" / f"{args.which}.json"
+
+
+LEGAL_MOVES = (
+    "The ONNX graph gives a logit for every action; the player (buttonup_env.load_policy, the "
+    "env's opponent=, buttonup-play, evaluate.py) sets the logits of illegal actions to -inf "
+    "and plays the best legal one."
+)
+
+
+def export_zip(args: ExportArgs) -> None:
+    """Export a Stable-Baselines3 .zip saved by the user's own training script."""
+    path = args.source
+    if not path.is_file():
+        fail(f"{path} does not exist (expected a run folder or a Stable-Baselines3 .zip)")
+    if args.which is not None:
+        fail(f"{path} is a single model: --which picks a checkpoint of a run folder")
+    if not args.trusted:
+        fail(
+            f"{path} is a Stable-Baselines3 .zip: loading it unpickles code that can do "
+            "anything; if you made this file yourself, pass --trusted"
+        )
+    check_common(args)
+    try:
+        # reads the file's description first: other algorithms are refused unloaded
+        model, info = load_sb3_model(path)
+    except ValueError as error:
+        fail(str(error))
+    try:
+        encoding = check_exportable(model.policy)
+    except ValueError as error:  # the layers: the message says what is supported
+        fail(f"{path} cannot be exported: {error}")
+    masked = info.algorithm == "MaskablePPO"
+    source = {
+        "file": str(path),
+        "format": "Stable-Baselines3 .zip",
+        "algorithm": info.algorithm,
+        "policy": info.policy,
+        "policy_class": info.policy_class,
+        "encoding": encoding,
+        "observations": model.observation_space.shape[0],
+        "actions": int(model.action_space.n),
+        "sb3_version": info.sb3_version,
+        "trained_with_legal_mask": masked,
+        "legal_moves": LEGAL_MOVES
+        + (
+            " MaskablePPO masked them the same way in training."
+            if masked
+            else " PPO was trained without a mask: its own predict() may choose an illegal "
+            "action, the exported player never does."
+        ),
+    }
+    config: dict[str, object] = {
+        "command": None,  # trained by the user's own script: unknown
+        "code_version": None,
+        "seed": info.seed,
+        **info.settings,
+    }
+    training = {"source": str(path), "steps": info.steps}
+    out = args.out or path.with_suffix(".onnx")
+    metadata = {
+        "source": path.name,
+        "algorithm": info.algorithm,
+        "policy": info.policy,
+        "sb3_version": info.sb3_version or "",
+    }
+    export_with_card(
+        model.policy,
+        out,
+        config,
+        training,
+        args.random_matches,
+        args.perfect_matches,
+        best_response=args.best_response,
+        metadata=metadata,
+        card={"source": source},
+    )
+    print(f"wrote {out} and {out.with_suffix('.json')}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = tyro.cli(ExportArgs, args=argv, description=__doc__)
+    if args.source.suffix == ".zip" or args.source.is_file():
+        if args.source.suffix != ".zip":
+            fail(f"{args.source} is not a run folder nor a Stable-Baselines3 .zip")
+        export_zip(args)
+        return
+    which = args.which or "best"
+    checkpoint = args.source / "checkpoints" / f"{which}.zip"
+    if not (args.source / "config.json").is_file():
+        fail(
+            f"{args.source} is not a run folder (no config.json) nor a Stable-Baselines3 .zip "
+            "(export one with --trusted)"
+        )
+    if not checkpoint.is_file():
+        fail(f"{checkpoint} does not exist (run still starting?)")
+    check_common(args)
+    config = read_json(args.source / "config.json")
+    state_file = args.source / "checkpoints" / f"{which}.json"
     state = read_json(state_file) if state_file.is_file() else {}
     model = load_checkpoint(checkpoint)
     training = {
-        "checkpoint": args.which,
+        "checkpoint": which,
         "steps": model.num_timesteps,
         "minutes": round(state.get("train_seconds", 0.0) / 60, 1),
     }
-    latest_file = args.run / "checkpoints" / "latest.json"
+    latest_file = args.source / "checkpoints" / "latest.json"
     if latest_file.is_file():  # the whole run, of which this checkpoint is a point
         latest = read_json(latest_file)
         training["run_steps"] = latest.get("steps")
         training["run_minutes"] = round(latest.get("train_seconds", 0.0) / 60, 1)
-    eval_file = args.run / "eval.jsonl"
+    eval_file = args.source / "eval.jsonl"
     if eval_file.is_file():
         try:
             training["periodic_evaluations"] = read_eval_rows(eval_file)
         except ValueError as error:
             fail(f"{eval_file} is damaged ({error})")
-    out = args.out or args.run / f"{args.which}.onnx"
+    out = args.out or args.source / f"{which}.onnx"
     export_with_card(
         model.policy,
         out,
