@@ -603,8 +603,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Everything the batch needs to go on exactly from here, as plain JSON-ready data.
 
         The positions, scores, agent colours, opponents and every generator's state (the
-        batch's own, each bot's and the policies'); with an :class:`OpponentPool`, the names
-        of the snapshots that have played, in the order the batch loaded them. Restore it with
+        batch's own, each bot's and the policies'); with an
+        :class:`~buttonup_env.selfplay.OpponentPool`, the names of the snapshots that have
+        played, in the order the batch loaded them. Restore it with
         :meth:`set_state` on a batch built with the same arguments: the two then step the same.
         ``training/train.py`` keeps it in its checkpoints, so that a resumed run goes on as if
         it had never stopped.
