@@ -39,3 +39,16 @@ def training_script() -> Callable[[str], ModuleType]:
         return module
 
     return load
+
+
+@pytest.fixture(autouse=True)
+def no_real_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SDL's dummy video driver: render_mode="human" windows (check_env makes one in every
+    run) are drawn off screen, so the tests run the same on a desktop and on CI."""
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+
+
+@pytest.fixture
+def no_pygame(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import pygame`` fails, as where it is not installed."""
+    monkeypatch.setitem(sys.modules, "pygame", None)

@@ -25,23 +25,10 @@ from buttonup_env.rules import State, next_starter, other
 from buttonup_env.wrappers import RingObservation
 
 
-@pytest.fixture(autouse=True)
-def no_real_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SDL's dummy video driver: render_mode="human" windows (check_env makes one in every
-    run) are drawn off screen, so the tests run the same on a desktop and on CI."""
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-
-
 @pytest.fixture
 def fast_frames(monkeypatch: pytest.MonkeyPatch) -> None:
     """Human-mode frames without the 0.5 s pace of render_fps=2 (set before the env is made)."""
     monkeypatch.setitem(ButtonUpEnv.metadata, "render_fps", 1000)
-
-
-@pytest.fixture
-def no_pygame(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``import pygame`` fails, as where it is not installed."""
-    monkeypatch.setitem(sys.modules, "pygame", None)
 
 
 @contextmanager

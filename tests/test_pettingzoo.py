@@ -30,22 +30,10 @@ API_TEST_NOTES = (
 )
 
 
-@pytest.fixture(autouse=True)
-def no_real_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SDL's dummy video driver: render_mode="human" windows are drawn off screen."""
-    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
-
-
 @pytest.fixture
 def fast_frames(monkeypatch: pytest.MonkeyPatch) -> None:
     """Human-mode frames without the 0.5 s pace of render_fps=2 (set before the env is made)."""
     monkeypatch.setitem(ButtonUpAEC.metadata, "render_fps", 1000)
-
-
-@pytest.fixture
-def no_pygame(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``import pygame`` fails, as where it is not installed."""
-    monkeypatch.setitem(sys.modules, "pygame", None)
 
 
 def play_match(
