@@ -666,6 +666,20 @@ def test_resume_refuses_a_damaged_checkpoint_in_one_line(
     assert "latest.zip cannot be loaded as a checkpoint" in one_error_line(done)
 
 
+def test_resume_refuses_damaged_saved_games_in_one_line(
+    tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    copy = tmp_path / "damaged"
+    shutil.copytree(tiny_run[0], copy)
+    state_file = copy / "checkpoints" / "latest.json"
+    state = json.loads(state_file.read_text())
+    state["resume"] = {"steps": state["resume"]["steps"], "env": {}}  # the rest is lost
+    state_file.write_text(json.dumps(state))
+    done = run(TRAIN, "--resume", copy)
+    assert done.returncode == 2
+    assert "the saved games in" in one_error_line(done)
+
+
 @pytest.mark.parametrize(
     ("script", "args", "message"),
     [

@@ -636,8 +636,11 @@ def train(
     if checkpoint is not None:
         model = load_checkpoint(checkpoint, env=venv)
         point = state.get("resume")
-        if point is not None and point["steps"] == model.num_timesteps:
-            restore_resume_point(model, point)  # the batched env: exactly where it stopped
+        if isinstance(point, dict) and point.get("steps") == model.num_timesteps:
+            try:  # the batched env: exactly where it stopped
+                restore_resume_point(model, point)
+            except (KeyError, TypeError, ValueError) as error:
+                fail(f"--resume {run_dir}: the saved games in {state_file} are damaged ({error})")
         print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
     else:
         model = make_model(config, venv, tensorboard_log=run_dir / "tb")
