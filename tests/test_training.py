@@ -82,8 +82,8 @@ def eval_rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "eval.jsonl").read_text().splitlines()]
 
 
-def scalar_steps(run_dir: Path, tag: str) -> list[list[int]]:
-    """For each TensorBoard event file of the run (oldest first), the steps of ``tag``."""
+def scalar_events(run_dir: Path, tag: str) -> list[list]:
+    """For each TensorBoard event file of the run (oldest first), the events of ``tag``."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     files = sorted((run_dir / "tb").rglob("events.out.tfevents.*"), key=lambda p: p.name)
@@ -92,8 +92,13 @@ def scalar_steps(run_dir: Path, tag: str) -> list[list[int]]:
         events = EventAccumulator(str(path))
         events.Reload()
         if tag in events.Tags()["scalars"]:
-            found.append([event.step for event in events.Scalars(tag)])
+            found.append(events.Scalars(tag))
     return found
+
+
+def scalar_steps(run_dir: Path, tag: str) -> list[list[int]]:
+    """For each TensorBoard event file of the run (oldest first), the steps of ``tag``."""
+    return [[event.step for event in events] for events in scalar_events(run_dir, tag)]
 
 
 def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int) -> None:
@@ -342,6 +347,24 @@ def test_the_first_stop_signal_asks_and_the_second_one_stops_at_once(
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
+@pytest.mark.parametrize("end", [None, 0.0])
+def test_the_learning_rate_decays_only_when_asked(end: float | None, tmp_path: Path) -> None:
+    """--learning-rate-end makes the rate fall linearly over the run, like the entropy; without
+    it the rate stays --learning-rate (SB3 logs the rate it used for each update)."""
+    args = [*TINY, "--total-steps", "512", "--learning-rate", "1e-3", "--runs-dir", tmp_path]
+    if end is not None:
+        args += ["--learning-rate-end", str(end)]
+    done = run(TRAIN, *args, "--run-name", "lr")
+    assert done.returncode == 0, done.stderr[-3000:]
+    [events] = scalar_events(tmp_path / "lr", "train/learning_rate")
+    rates = [event.value for event in events]
+    assert len(rates) == 4  # one per rollout of 128 steps
+    if end is None:
+        assert rates == pytest.approx([1e-3] * 4)
+    else:  # set at each rollout's start: progress 0, 1/4, 2/4, 3/4 of the run
+        assert rates == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3], rel=1e-5)
+
+
 @pytest.mark.slow
 def test_a_run_does_not_train_past_total_steps(tmp_path: Path) -> None:
     """200 steps is not a whole number of rollouts (128 each): the run should either stop at
@@ -502,6 +525,10 @@ BAD_TRAIN_ARGS = {
     "infinite learning rate": (
         lambda runs: [*TINY, "--learning-rate", "inf", "--runs-dir", runs],
         "--learning-rate must be > 0 and finite",
+    ),
+    "negative final learning rate": (
+        lambda runs: [*TINY, "--learning-rate-end", "-1e-4", "--runs-dir", runs],
+        "--learning-rate-end must be >= 0 and finite",
     ),
     "negative minutes": (
         lambda runs: [*TINY, "--minutes", "-1", "--runs-dir", runs],

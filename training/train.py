@@ -39,6 +39,7 @@ import torch as th
 import tyro
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.utils import ConstantSchedule
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from tqdm import tqdm
 
@@ -93,7 +94,10 @@ class TrainConfig:
     hidden: tuple[int, ...] = (128, 128)
     """Sizes of the per-view hidden layers of actor and critic."""
     learning_rate: float = 3e-4
-    """Adam learning rate."""
+    """Adam learning rate (at the start, if --learning-rate-end is given)."""
+    learning_rate_end: float | None = None
+    """If given, the learning rate decays linearly to this value over the run, as the entropy
+    coefficient does (default: a constant learning rate)."""
     n_steps: int = 64
     """Steps per env per rollout (rollout = n_envs * n_steps)."""
     batch_size: int = 1024
@@ -201,6 +205,11 @@ def resolve(config: TrainConfig) -> TrainConfig:
         ("clip_range", 0 < config.clip_range < math.inf, "> 0 and finite"),
         ("ent_coef_start", 0 <= config.ent_coef_start < math.inf, ">= 0 and finite"),
         ("ent_coef_end", 0 <= config.ent_coef_end < math.inf, ">= 0 and finite"),
+        (
+            "learning_rate_end",
+            config.learning_rate_end is None or 0 <= config.learning_rate_end < math.inf,
+            ">= 0 and finite",
+        ),
     ]
     for name, ok, allowed in ranges:
         if not ok:
@@ -320,8 +329,9 @@ def budget_spent(config: TrainConfig, steps: int, state: dict) -> bool:
     return run_progress(config, steps, state) >= 1.0
 
 
-class EntropySchedule(BaseCallback):
-    """Linear decay of the entropy coefficient over the whole run (steps or time budget)."""
+class Schedules(BaseCallback):
+    """Linear decay of the entropy coefficient, and of the learning rate if
+    ``learning_rate_end`` is set, over the whole run (steps or time budget)."""
 
     def __init__(self, config: TrainConfig, state: dict) -> None:
         super().__init__()
@@ -333,6 +343,9 @@ class EntropySchedule(BaseCallback):
         c = self.config
         self.model.ent_coef = c.ent_coef_start + (c.ent_coef_end - c.ent_coef_start) * progress
         self.logger.record("train/ent_coef", self.model.ent_coef)
+        if c.learning_rate_end is not None:  # SB3 reads lr_schedule before each update
+            rate = c.learning_rate + (c.learning_rate_end - c.learning_rate) * progress
+            self.model.lr_schedule = ConstantSchedule(rate)
 
     def _on_step(self) -> bool:
         return True
@@ -651,7 +664,7 @@ def train(
     if checkpoint is None:  # the first snapshot, before the first episode: pure self-play has
         write_snapshot(model, run_dir)  # an opponent from the start
         state["next_snapshot"] = config.snapshot_every
-    callbacks = CallbackList([Clock(state), EntropySchedule(config, state), periodic])
+    callbacks = CallbackList([Clock(state), Schedules(config, state), periodic])
     remaining = config.total_steps - model.num_timesteps
     try:
         with stop:  # Ctrl-C: stop at the next step, after the evaluation or checkpoint under way
