@@ -106,8 +106,9 @@ class TrainConfig:
     """Passes over each rollout."""
     gamma: float = 1.0
     """Discount (episodes are one round: at most 8 agent decisions)."""
-    gae_lambda: float = 1.0
-    """GAE lambda (1: plain Monte-Carlo returns, the critic only as a baseline)."""
+    gae_lambda: float = 0.8
+    """GAE lambda (1: plain Monte-Carlo returns, the critic only as a baseline; below 1 the
+    critic's values of later positions stand in for part of the return)."""
     clip_range: float = 0.2
     """PPO clip range."""
     ent_coef_start: float = 0.05
