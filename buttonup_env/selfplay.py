@@ -7,6 +7,13 @@ the fixed bots, by the weights of an :class:`OpponentMix`. Among snapshots the n
 with probability ``newest``, otherwise one of the older ones uniformly (older opponents keep the
 learner from forgetting how to beat earlier styles of play). Until the first snapshot exists
 its weight is shared among the bots.
+
+With ``prioritized`` above 0 the older snapshot is not drawn uniformly but by *prioritized
+fictitious self-play* (AlphaStar's PFSP): with weight ``(1 - x) ** prioritized``, where ``x`` is
+the learner's recent score against that snapshot (1 a won round, 0.5 a drawn one, 0 a lost
+one; a decaying average over about the last 200 rounds against it, 0.5 before any). Snapshots
+that still beat the learner play more often; those it always beats, rarely. The batched env
+reports every finished round against a snapshot with :meth:`OpponentPool.record`.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ class OpponentMix:
     """When a snapshot plays: probability that it is the newest one."""
     max_snapshots: int = 20
     """How many of the newest snapshots are in the pool."""
+    prioritized: float = 0.0
+    """Prioritized fictitious self-play: an older snapshot is drawn with weight (1 - the
+    learner's recent score against it) ** prioritized; 0: uniformly."""
 
     def __post_init__(self) -> None:
         weights = (self.snapshots, self.perfect, self.greedy, self.random)
@@ -54,6 +64,10 @@ class OpponentMix:
             raise ValueError(f"newest must be a probability in [0, 1], got {self.newest}")
         if self.max_snapshots < 1:
             raise ValueError(f"max_snapshots must be >= 1, got {self.max_snapshots}")
+        if not (math.isfinite(self.prioritized) and self.prioritized >= 0):
+            raise ValueError(
+                f"prioritized must be >= 0 and finite (0: uniform), got {self.prioritized}"
+            )
 
 
 class OpponentPool:
@@ -71,6 +85,8 @@ class OpponentPool:
         self._listed_at = -float("inf")
         self.current: Player = self.bots["perfect"]
         self.current_name = "perfect"
+        self.results: dict[str, list[float]] = {}
+        """Per snapshot file name: the decayed sums [learner's score, rounds] against it."""
 
     def refresh(self) -> None:
         """Re-read the snapshot folder at the next draw (the trainer calls it after writing a
@@ -96,6 +112,27 @@ class OpponentPool:
         if policy is None:
             policy = self._loaded[path] = OnnxPolicy(path, deterministic=False)
         return policy
+
+    RESULT_DECAY = 0.995
+    """Each new round against a snapshot weighs the older ones by this (about 200 rounds)."""
+
+    def record(self, name: str, scores: np.ndarray) -> None:
+        """Rounds the learner finished against the snapshot ``name`` (a file name): its scores,
+        1 for a won round, 0.5 for a drawn one, 0 for a lost one."""
+        decay = self.RESULT_DECAY ** len(scores)
+        total = self.results.setdefault(name, [0.0, 0.0])
+        total[0] = total[0] * decay + float(np.sum(scores))
+        total[1] = total[1] * decay + len(scores)
+
+    def win_rate(self, name: str) -> float:
+        """The learner's recent score against snapshot ``name`` (0.5 before any round)."""
+        score, rounds = self.results.get(name, (0.0, 0.0))
+        return (score + 0.5) / (rounds + 1.0)
+
+    def _older_weights(self, older: list[Path]) -> np.ndarray:
+        rates = np.array([self.win_rate(path.name) for path in older])
+        weights = (1.0 - np.minimum(rates, 0.99)) ** self.mix.prioritized
+        return weights / weights.sum()
 
     KINDS = ("snapshots", "perfect", "greedy", "random")
     """The kinds of opponent, in the order of :meth:`draw`'s ``kinds``."""
@@ -124,7 +161,11 @@ class OpponentPool:
         which = np.full(size, n - 1, dtype=np.int64)  # the newest ...
         if n > 1:  # ... or, with probability 1 - newest, one of the older ones
             older = rng.random(size) >= mix.newest
-            which[older] = rng.integers(n - 1, size=int(older.sum()))
+            if mix.prioritized:
+                p = self._older_weights(snapshots[:-1])
+                which[older] = rng.choice(n - 1, size=int(older.sum()), p=p)
+            else:
+                which[older] = rng.integers(n - 1, size=int(older.sum()))
         return kinds, which, snapshots
 
     def reset(self, rng: np.random.Generator) -> None:

@@ -9,6 +9,7 @@ from tables too; an ONNX policy is one batched inference call for all the envs i
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +294,15 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             opponent[drawn] = ids[which[drawn]]
         self._opponent[idx] = opponent
 
+    def _record_snapshot_rounds(self, idx: np.ndarray, agent_margin: np.ndarray) -> None:
+        """Tell the pool how the rounds in ``idx`` against its snapshots ended."""
+        opponent = self._opponent[idx]
+        scores = (np.sign(agent_margin) + 1) / 2  # 1 won, 0.5 drawn, 0 lost
+        for path, index in self._snapshot_ids.items():
+            against = opponent == index
+            if against.any():
+                self.pool.record(path.name, scores[against])  # type: ignore[union-attr]
+
     def _snapshot_player(self, path: Path) -> int:
         index = self._snapshot_ids.get(path)
         if index is None:
@@ -420,6 +430,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         out["round_points"][idx] = points
         out["_round_points"][idx] = True
         agent_margin = np.where(self._agent[idx] == RED, margin, -margin)
+        if self.pool is not None:
+            self._record_snapshot_rounds(idx, agent_margin)
         reward = out["reward"]
         if self.reward_mode == "round":
             reward[idx] += agent_margin / MAX_ROUND_MARGIN
@@ -605,7 +617,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         The positions, scores, agent colours, opponents and every generator's state (the
         batch's own, each bot's and the policies'); with an
         :class:`~buttonup_env.selfplay.OpponentPool`, the names of the snapshots that have
-        played, in the order the batch loaded them. Restore it with
+        played, in the order the batch loaded them, and the learner's results against them
+        (what prioritized self-play draws by). Restore it with
         :meth:`set_state` on a batch built with the same arguments: the two then step the same.
         ``training/train.py`` keeps it in its checkpoints, so that a resumed run goes on as if
         it had never stopped.
@@ -622,6 +635,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             "bots": {name: bot.rng.bit_generator.state for name, bot in self._bots.items()},
             "policy_rng": self._policy_rng.bit_generator.state,
             "snapshots": [] if self.pool is None else [Path(p).name for p in self._snapshot_ids],
+            "results": {} if self.pool is None else copy.deepcopy(self.pool.results),
             "policies": len(players),
         }
 
@@ -663,6 +677,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         for name, bot in self._bots.items():
             bot.rng.bit_generator.state = state["bots"][name]
         self._policy_rng.bit_generator.state = state["policy_rng"]
+        if self.pool is not None:
+            self.pool.results = copy.deepcopy(state.get("results", {}))
         self._reset_called = True
 
     def observe(self) -> np.ndarray:

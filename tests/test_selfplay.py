@@ -3,6 +3,7 @@ inside a training env."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from collections import Counter
@@ -93,6 +94,8 @@ def positions(seed: int, count: int) -> list[State]:
         ({"newest": float("nan")}, ["newest", "[0, 1]", "nan"]),
         ({"max_snapshots": 0}, ["max_snapshots", ">= 1", "got 0"]),
         ({"max_snapshots": -3}, ["max_snapshots", ">= 1", "got -3"]),
+        ({"prioritized": -1.0}, ["prioritized", ">= 0", "got -1.0"]),
+        ({"prioritized": float("inf")}, ["prioritized", ">= 0", "got inf"]),
     ],
 )
 def test_opponent_mix_refuses_bad_values(kwargs: dict, fragments: list[str]) -> None:
@@ -215,6 +218,48 @@ def test_a_lone_snapshot_plays_whatever_newest_says(
     mix = OpponentMix(snapshots=1.0, perfect=0.01, greedy=0, random=0, newest=0.0)
     found = frequencies(OpponentPool(tmp_path, mix, refresh_seconds=0.0), seed=3, draws=300)
     assert found["step_000000007"] > 0.95
+
+
+def test_win_rates_are_recent_scores_against_each_snapshot(tmp_path: Path) -> None:
+    pool = OpponentPool(tmp_path, OpponentMix(snapshots=1, prioritized=1))
+    assert pool.win_rate("step_000000001.onnx") == 0.5  # nothing known yet
+    pool.record("step_000000001.onnx", np.array([1.0, 1.0, 0.5]))
+    assert pool.results["step_000000001.onnx"] == pytest.approx([2.5, 3.0])
+    assert pool.win_rate("step_000000001.onnx") == pytest.approx(3.0 / 4.0)
+    pool.record("step_000000001.onnx", np.zeros(1000))  # the old wins fade away
+    score, rounds = pool.results["step_000000001.onnx"]
+    assert score == pytest.approx(2.5 * OpponentPool.RESULT_DECAY**1000)
+    assert pool.win_rate("step_000000001.onnx") < 0.01 and rounds > 150
+    assert pool.win_rate("step_000000002.onnx") == 0.5  # kept apart per snapshot
+
+
+@pytest.mark.parametrize("prioritized", [0.0, 2.0])
+def test_prioritized_self_play_draws_the_snapshots_that_still_win(
+    tmp_path: Path, snapshot_files: tuple[Path, Path], prioritized: float
+) -> None:
+    """PFSP: an older snapshot is drawn with weight (1 - the learner's score against it) **
+    prioritized; with prioritized 0 the results do not matter (a uniform draw, as before)."""
+    fill(tmp_path, [*snapshot_files, snapshot_files[0]], [1, 2, 3])
+    mix = OpponentMix(snapshots=1, perfect=0, greedy=0, random=0, newest=0.0)
+    plain = frequencies(OpponentPool(tmp_path, mix, refresh_seconds=0.0), seed=4)
+    pool = OpponentPool(
+        tmp_path, dataclasses.replace(mix, prioritized=prioritized), refresh_seconds=0.0
+    )
+    pool.record("step_000000001.onnx", np.ones(300))  # the learner beats it: rarely drawn
+    pool.record("step_000000002.onnx", np.full(300, 0.25))  # it beats the learner: often
+    found = frequencies(pool, seed=4)
+    if prioritized == 0:
+        assert found == plain  # the same draws as a pool without results
+        return
+    weights = {
+        name: (1 - min(pool.win_rate(f"{name}.onnx"), 0.99)) ** prioritized
+        for name in ("step_000000001", "step_000000002")
+    }
+    assert weights["step_000000001"] < 0.001 < 0.5 < weights["step_000000002"]
+    total = sum(weights.values())
+    assert set(found) <= set(weights)  # never the newest: newest=0
+    for name, weight in weights.items():
+        assert abs(found.get(name, 0.0) - weight / total) < TOLERANCE, found
 
 
 def test_snapshot_opponents_are_sampling_onnx_policies(

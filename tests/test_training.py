@@ -542,6 +542,20 @@ BAD_TRAIN_ARGS = {
         lambda runs: [*TINY, "--vec-env", "dummy", "--random-start", "0.5", "--runs-dir", runs],
         "--random-start needs --vec-env batched",
     ),
+    "prioritized self-play without the batched env": (
+        lambda runs: [
+            *TINY,
+            "--vec-env",
+            "dummy",
+            "--random-start",
+            "0",
+            "--opponents.prioritized",
+            "1",
+            "--runs-dir",
+            runs,
+        ],
+        "--opponents.prioritized needs --vec-env batched",
+    ),
     "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
     "resume without its state": (lambda runs: broken_run(runs, "{}", None), "latest.json"),
     "resume a damaged config": (lambda runs: broken_run(runs, "{}", "{}"), "damaged"),
@@ -565,6 +579,16 @@ def test_train_refuses_bad_arguments_with_one_error_line(case: str, tmp_path: Pa
     if runs.exists():  # nothing was made or changed
         for folder in runs.iterdir():
             assert [p.name for p in folder.iterdir()] in ([], ["config.json"])
+
+
+def test_train_names_a_bad_opponent_mix_value(tmp_path: Path) -> None:
+    """The mix is checked as tyro parses it: tyro's error box, with our sentence, no traceback."""
+    done = run(TRAIN, *TINY, "--opponents.prioritized", "-1", "--runs-dir", tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "prioritized must be >= 0 and finite (0: uniform), got -1.0" in " ".join(
+        line.strip("│ ") for line in done.stderr.splitlines()
+    )
+    assert not any(tmp_path.iterdir())
 
 
 # --- training/export.py -----------------------------------------------------------------------

@@ -408,9 +408,9 @@ def test_pool_opponents_are_drawn_per_episode(tmp_path: Path) -> None:
     assert len(env._players) == 4
 
 
-def pool_batch(folder: Path, num_envs: int = 32) -> ButtonUpVectorEnv:
-    """A training-like batch: a pool of two sampling snapshots and the bots, random starts."""
-    mix = OpponentMix(snapshots=2, perfect=1, greedy=1, random=1)
+def pool_batch(folder: Path, num_envs: int = 32, prioritized: float = 0.0) -> ButtonUpVectorEnv:
+    """A training-like batch: a pool of sampling snapshots and the bots, random starts."""
+    mix = OpponentMix(snapshots=2, perfect=1, greedy=1, random=1, prioritized=prioritized)
     pool = OpponentPool(folder, mix, refresh_seconds=float("inf"))
     return ButtonUpVectorEnv(
         num_envs,
@@ -432,22 +432,27 @@ def play(env: ButtonUpVectorEnv, obs: np.ndarray, rng: np.random.Generator, step
     return seen
 
 
-def test_a_restored_state_steps_like_the_original(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prioritized", [0.0, 3.0])
+def test_a_restored_state_steps_like_the_original(tmp_path: Path, prioritized: float) -> None:
+    """With prioritized self-play the learner's results against the snapshots are part of
+    the state: they decide which snapshot plays next."""
     import json
     import shutil
 
-    for step in (0, 1):  # the same network under two names: two snapshots that both sample
+    for step in (0, 1, 2):  # the same network under three names: snapshots that all sample
         shutil.copy(MODEL, tmp_path / f"step_{step:09d}.onnx")
-    env = pool_batch(tmp_path)
+    env = pool_batch(tmp_path, prioritized=prioritized)
     obs, _ = env.reset(seed=11)
     obs = play(env, obs, np.random.default_rng(1), 25)[-4]
     saved = json.loads(json.dumps(env.get_state()))  # it survives JSON
     positions = env.states()
     assert saved["snapshots"], "the snapshots played before the state was taken"
+    assert saved["results"], "rounds against snapshots ended before the state was taken"
     rest = play(env, obs, np.random.default_rng(2), 40)
 
-    again = pool_batch(tmp_path)
+    again = pool_batch(tmp_path, prioritized=prioritized)
     again.set_state(saved)
+    assert again.pool.results == saved["results"]
     np.testing.assert_array_equal(again.observe(), obs)
     assert again.states() == positions
     replay = play(again, again.observe(), np.random.default_rng(2), 40)
@@ -458,6 +463,37 @@ def test_a_restored_state_steps_like_the_original(tmp_path: Path) -> None:
     other.reset(seed=12)
     drifted = play(other, other.observe(), np.random.default_rng(2), 40)
     assert not all(np.array_equal(a, b) for a, b in zip(rest, drifted, strict=True))
+
+
+def test_the_batch_reports_every_round_against_a_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What prioritized self-play draws by: the pool hears of every finished round against
+    each snapshot, scored 1 / 0.5 / 0 for the learner (no decay here, so the sums are exact)."""
+    import shutil
+
+    monkeypatch.setattr(OpponentPool, "RESULT_DECAY", 1.0)
+    for step in (0, 1):
+        shutil.copy(MODEL, tmp_path / f"step_{step:09d}.onnx")
+    mix = OpponentMix(snapshots=1, perfect=0, greedy=0, random=0, newest=0.5, prioritized=1)
+    pool = OpponentPool(tmp_path, mix, refresh_seconds=float("inf"))
+    env = ButtonUpVectorEnv(16, opponent=pool, episode="round", reward="round")
+    env.reset(seed=3)
+    rng = np.random.default_rng(3)
+    expected = {name: [0.0, 0.0] for name in ("step_000000000.onnx", "step_000000001.onnx")}
+    for _ in range(60):
+        names = [env._players[i].policy.path.name for i in env._opponent]
+        masks = env.action_masks()
+        _, reward, terminated, _, _ = env.step(
+            np.array([rng.choice(np.flatnonzero(m)) for m in masks])
+        )
+        for i in np.flatnonzero(terminated):
+            expected[names[i]][0] += (np.sign(reward[i]) + 1) / 2
+            expected[names[i]][1] += 1
+    assert all(rounds > 20 for _, rounds in expected.values())
+    assert set(pool.results) == set(expected)
+    for name, (score, rounds) in expected.items():
+        assert pool.results[name] == pytest.approx([score, rounds])
 
 
 def test_set_state_refuses_a_state_of_another_batch(tmp_path: Path) -> None:

@@ -223,6 +223,10 @@ def resolve(config: TrainConfig) -> TrainConfig:
         )
     if config.random_start and config.vec_env != "batched":  # say it; don't drop it silently
         raise ValueError(f"--random-start needs --vec-env batched (got --vec-env {config.vec_env})")
+    if config.opponents.prioritized and config.vec_env != "batched":  # only it reports results
+        raise ValueError(
+            f"--opponents.prioritized needs --vec-env batched (got --vec-env {config.vec_env})"
+        )
     if config.batch_size > config.n_envs * config.n_steps:
         raise ValueError(
             f"--batch-size {config.batch_size} is larger than a rollout "
