@@ -297,11 +297,13 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _record_snapshot_rounds(self, idx: np.ndarray, agent_margin: np.ndarray) -> None:
         """Tell the pool how the rounds in ``idx`` against its snapshots ended."""
         opponent = self._opponent[idx]
+        snapshot = opponent >= len(BOT_NAMES)  # the players after the bots are snapshots
+        if not snapshot.any():
+            return
         scores = (np.sign(agent_margin) + 1) / 2  # 1 won, 0.5 drawn, 0 lost
-        for path, index in self._snapshot_ids.items():
-            against = opponent == index
-            if against.any():
-                self.pool.record(path.name, scores[against])  # type: ignore[union-attr]
+        for index in np.unique(opponent[snapshot]):  # only those whose rounds just ended
+            name = self._players[index].policy.path.name  # type: ignore[attr-defined]
+            self.pool.record(name, scores[opponent == index])  # type: ignore[union-attr]
 
     def _snapshot_player(self, path: Path) -> int:
         index = self._snapshot_ids.get(path)
