@@ -365,6 +365,40 @@ def test_the_learning_rate_decays_only_when_asked(end: float | None, tmp_path: P
         assert rates == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3], rel=1e-5)
 
 
+@pytest.mark.parametrize("vec_env", ["batched", "dummy"])
+def test_the_reward_is_the_round_margin_or_its_sign(
+    vec_env: str, tmp_path: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    """--reward sign pays +1, 0 or -1 at a round's end where --reward margin pays the margin
+    / 18: the same seed and the same actions play the same rounds, only the payment differs."""
+    from sb3_contrib.common.maskable.utils import get_action_masks
+
+    train = training_script("train")
+    paid = {}
+    for reward in ("margin", "sign"):
+        config = train.TrainConfig(
+            n_envs=4, vec_env=vec_env, random_start=0.5 if vec_env == "batched" else 0.0
+        )
+        venv = train.make_vec_env(dataclasses.replace(config, reward=reward), tmp_path, seed=3)
+        rng = np.random.default_rng(0)
+        venv.reset()
+        rewards, dones = [], []
+        for _ in range(200):
+            masks = get_action_masks(venv)
+            actions = np.array([rng.choice(np.flatnonzero(mask)) for mask in masks])
+            _, step_rewards, step_dones, _ = venv.step(actions)
+            rewards.append(step_rewards)
+            dones.append(step_dones)
+        venv.close()
+        paid[reward] = np.array(rewards), np.array(dones)
+    (margin, ends), (sign, sign_ends) = paid["margin"], paid["sign"]
+    assert np.array_equal(ends, sign_ends) and ends.sum() > 50
+    assert np.all(margin[~ends] == 0) and np.all(sign[~ends] == 0)
+    assert np.array_equal(sign, np.sign(margin))
+    points = margin[ends] * 18  # whole round points, not only wins and losses
+    assert np.allclose(points, np.round(points)) and np.abs(points).max() > 1
+
+
 @pytest.mark.slow
 def test_a_run_does_not_train_past_total_steps(tmp_path: Path) -> None:
     """200 steps is not a whole number of rollouts (128 each): the run should either stop at

@@ -13,7 +13,8 @@ Ctrl-C (or kill) lets the update, evaluation or checkpoint under way finish, sav
 and exits with 130; ``--resume`` continues from there. A second Ctrl-C stops at once.
 
 What the agent learns from: the round margin (own strength minus the opponent's, divided by 18)
-at the end of each one-round episode. The exact solver never enters the loss or the reward; it
+at the end of each one-round episode (``--reward sign``: +1, 0 or -1 for winning, tying or
+losing the round). The exact solver never enters the loss or the reward; it
 only judges (the regret figures, and which snapshot is kept as ``best``).
 """
 
@@ -115,6 +116,10 @@ class TrainConfig:
     """Entropy coefficient at the start; it decays linearly ..."""
     ent_coef_end: float = 0.001
     """... to this value at the end of the run."""
+    reward: Literal["margin", "sign"] = "margin"
+    """What a one-round episode pays at its end: margin (own strength minus the opponent's,
+    divided by 18: round points, as the regret counts them) or sign (+1, 0 or -1 for
+    winning, tying or losing the round)."""
 
     random_start: float = 0.75
     """Probability that a training round starts after 1 to 6 random moves (played by whoever
@@ -250,21 +255,25 @@ class PoolEnv(gym.Wrapper):
         return self.env.get_wrapper_attr("action_masks")()
 
 
-def make_env(snapshot_dir: Path, mix: OpponentMix, encoding: str) -> gym.Env:
+# --reward as ButtonUp-v0's reward argument (with episode="round": the margin / 18, or the sign)
+ENV_REWARD = {"margin": "round", "sign": "match"}
+
+
+def make_env(snapshot_dir: Path, mix: OpponentMix, encoding: str, reward: str) -> gym.Env:
     """One training env: ButtonUp-v0 seen through ``encoding``, one round per episode, the
-    round margin / 18 as reward, and the opponent pool as opponent. The pool takes in a new
-    snapshot when the trainer says so (never on a timer: which snapshot plays must not depend
-    on timing)."""
+    round's ``reward`` (margin / 18 or sign) at its end, and the opponent pool as opponent.
+    The pool takes in a new snapshot when the trainer says so (never on a timer: which
+    snapshot plays must not depend on timing)."""
     pool = OpponentPool(snapshot_dir, mix, refresh_seconds=math.inf)
-    env = gym.make("ButtonUp-v0", opponent=pool, episode="round", reward="round")
+    env = gym.make("ButtonUp-v0", opponent=pool, episode="round", reward=ENV_REWARD[reward])
     return PoolEnv(RingObservation(env, encoding=encoding), pool)
 
 
-def make_worker_env(snapshot_dir: Path, mix: OpponentMix, encoding: str) -> gym.Env:
+def make_worker_env(snapshot_dir: Path, mix: OpponentMix, encoding: str, reward: str) -> gym.Env:
     """``make_env`` in a SubprocVecEnv worker. Ctrl-C in a terminal reaches the whole process
     group; the workers ignore it and leave the stopping to the main process (``StopRequest``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return make_env(snapshot_dir, mix, encoding)
+    return make_env(snapshot_dir, mix, encoding, reward)
 
 
 def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) -> VecEnv:
@@ -276,7 +285,7 @@ def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) ->
             config.n_envs,
             opponent=pool,
             episode="round",
-            reward="round",
+            reward=ENV_REWARD[config.reward],
             encoding=config.encoding,
             random_start=config.random_start,
         )
@@ -289,6 +298,7 @@ def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) ->
         run_dir / "snapshots",
         config.opponents,
         config.encoding,
+        config.reward,
     )
     fns = [make] * config.n_envs
     venv = SubprocVecEnv(fns) if subproc else DummyVecEnv(fns)
