@@ -365,6 +365,27 @@ def test_the_learning_rate_decays_only_when_asked(end: float | None, tmp_path: P
         assert rates == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3], rel=1e-5)
 
 
+def test_a_preset_fills_only_the_settings_left_unset(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    """The quick preset learns at 2e-3 (it has minutes), the full run at 3e-4; a flag given on
+    the command line wins over the preset, whichever side of --preset it is on."""
+    train = training_script("train")
+
+    def parsed(*args: str) -> Any:
+        return train.resolve(train.tyro.cli(train.TrainConfig, args=list(args)))
+
+    quick, full = parsed("--preset", "quick"), parsed()
+    assert (quick.learning_rate, quick.minutes, quick.total_steps) == (2e-3, 4, 2_000_000)
+    assert (full.learning_rate, full.minutes, full.total_steps) == (3e-4, 55, 40_000_000)
+    for args in (
+        ["--preset", "quick", "--learning-rate", "5e-4"],
+        ["--learning-rate", "5e-4", "--preset", "quick"],
+    ):
+        mine = parsed(*args)
+        assert (mine.learning_rate, mine.minutes) == (5e-4, 4)
+
+
 @pytest.mark.parametrize("vec_env", ["batched", "dummy"])
 def test_the_reward_is_the_round_margin_or_its_sign(
     vec_env: str, tmp_path: Path, training_script: Callable[[str], ModuleType]
