@@ -368,22 +368,19 @@ def test_the_learning_rate_decays_only_when_asked(end: float | None, tmp_path: P
 def test_a_preset_fills_only_the_settings_left_unset(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    """The quick preset learns at 2e-3 (it has minutes), the full run at 3e-4; a flag given on
-    the command line wins over the preset, whichever side of --preset it is on."""
+    """A preset sets the budgets; a flag given on the command line wins over the preset,
+    whichever side of --preset it is on."""
     train = training_script("train")
 
     def parsed(*args: str) -> Any:
         return train.resolve(train.tyro.cli(train.TrainConfig, args=list(args)))
 
     quick, full = parsed("--preset", "quick"), parsed()
-    assert (quick.learning_rate, quick.minutes, quick.total_steps) == (2e-3, 4, 2_000_000)
-    assert (full.learning_rate, full.minutes, full.total_steps) == (3e-4, 55, 40_000_000)
-    for args in (
-        ["--preset", "quick", "--learning-rate", "5e-4"],
-        ["--learning-rate", "5e-4", "--preset", "quick"],
-    ):
+    assert (quick.minutes, quick.total_steps, quick.eval_every) == (4, 2_000_000, 250_000)
+    assert (full.minutes, full.total_steps, full.eval_every) == (55, 40_000_000, 1_000_000)
+    for args in (["--preset", "quick", "--minutes", "2"], ["--minutes", "2", "--preset", "quick"]):
         mine = parsed(*args)
-        assert (mine.learning_rate, mine.minutes) == (5e-4, 4)
+        assert (mine.minutes, mine.total_steps) == (2, 2_000_000)
 
 
 @pytest.mark.parametrize("vec_env", ["batched", "dummy"])

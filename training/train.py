@@ -66,9 +66,8 @@ class TrainConfig:
 
     preset: Literal["full", "quick", "smoke"] = "full"
     """full: the shipped agent's run; quick: a few minutes; smoke: seconds, for tests. A preset
-    sets total_steps, minutes, eval/snapshot/checkpoint intervals, eval sizes and the learning
-    rate; any of those flags given on the command line (before or after --preset) overrides the
-    preset's value."""
+    sets total_steps, minutes, eval/snapshot/checkpoint intervals and eval sizes; any of those flags
+    given on the command line (before or after --preset) overrides the preset's value."""
     total_steps: int | None = None
     """Environment steps (agent decisions) to train for (default: from the preset)."""
     minutes: float | None = None
@@ -95,9 +94,8 @@ class TrainConfig:
     subproc: one process per ButtonUp-v0 env."""
     hidden: tuple[int, ...] = (128, 128)
     """Sizes of the per-view hidden layers of actor and critic."""
-    learning_rate: float | None = None
-    """Adam learning rate (at the start, if --learning-rate-end is given; default: from the
-    preset, 3e-4 for full and smoke, 2e-3 for quick, which must learn in minutes)."""
+    learning_rate: float = 2e-3
+    """Adam learning rate (at the start, if --learning-rate-end is given)."""
     learning_rate_end: float | None = None
     """If given, the learning rate decays linearly to this value over the run, as the entropy
     coefficient does (default: a constant learning rate)."""
@@ -158,7 +156,6 @@ PRESETS: dict[str, dict[str, float]] = {
         eval_matches=100,
         checkpoint_every=1_000_000,
         final_eval_matches=1000,
-        learning_rate=3e-4,
     ),
     "quick": dict(
         total_steps=2_000_000,
@@ -168,7 +165,6 @@ PRESETS: dict[str, dict[str, float]] = {
         eval_matches=50,
         checkpoint_every=250_000,
         final_eval_matches=200,
-        learning_rate=2e-3,  # README, "The quick preset, one lever at a time"
     ),
     "smoke": dict(
         total_steps=4_096,
@@ -178,7 +174,6 @@ PRESETS: dict[str, dict[str, float]] = {
         eval_matches=4,
         checkpoint_every=2_048,
         final_eval_matches=10,
-        learning_rate=3e-4,
     ),
 }
 
