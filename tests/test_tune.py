@@ -390,7 +390,14 @@ def test_a_bad_study_name_is_refused_from_the_command_line(tmp_path: Path) -> No
 
 def test_the_default_space_fits_the_default_training(tune: ModuleType) -> None:
     space = tune.load_space(tune.DEFAULT_SPACE)
-    assert set(space) <= set(tune.tunable_defaults())
+    defaults = tune.tunable_defaults()
+    assert set(space) <= set(defaults)
+    for name, spec in space.items():  # the space is around the defaults: it contains each
+        if "choices" in spec:
+            default = defaults[name]
+            assert (list(default) if isinstance(default, tuple) else default) in spec["choices"]
+        else:
+            assert spec["low"] <= defaults[name] <= spec["high"], name
     config = tune.TuneConfig(study="default", trials=1)
     settings = tune.new_settings(config, [])  # checks every bound against train.py
     assert settings["space"] == space and settings["mode"] == "sweep"
