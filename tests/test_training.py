@@ -656,6 +656,8 @@ def test_export_writes_a_policy_and_its_card(
         run_dir,
         "--random-matches",
         10,
+        "--greedy-matches",
+        7,
         "--perfect-matches",
         5,
         "--out",
@@ -678,8 +680,9 @@ def test_export_writes_a_policy_and_its_card(
     }
     assert card["training"]["checkpoint"] == "best"
     assert card["training"]["steps"] == best["best_steps"]
-    assert set(card["evaluation"]) == {"random", "perfect"}
+    assert set(card["evaluation"]) == {"random", "greedy", "perfect"}
     assert card["evaluation"]["random"]["matches"] == 10
+    assert card["evaluation"]["greedy"]["matches"] == 7
     assert card["evaluation"]["perfect"]["matches"] == 5
     assert card["evaluation"]["perfect"]["wins"] <= 5
     for figures in card["evaluation"].values():
@@ -691,7 +694,8 @@ def test_export_card_holds_the_exact_exploitability(
     tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
 ) -> None:
     out = tmp_path / "agent.onnx"
-    done = run(EXPORT, tiny_run[0], "--random-matches", 0, "--perfect-matches", 0, "--out", out)
+    args = ["--random-matches", 0, "--greedy-matches", 0, "--perfect-matches", 0]
+    done = run(EXPORT, tiny_run[0], *args, "--out", out)
     assert done.returncode == 0, done.stderr
     card = json.loads(out.with_suffix(".json").read_text())
     figures = card["exploitability"]
@@ -705,7 +709,8 @@ def test_export_latest_next_to_the_run_by_default(
     tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
 ) -> None:
     run_dir = Path(shutil.copytree(tiny_run[0], tmp_path / "copy"))
-    args = ["--which", "latest", "--random-matches", 0, "--perfect-matches", 0]
+    args = ["--which", "latest", "--random-matches", 0, "--greedy-matches", 0]
+    args += ["--perfect-matches", 0]
     args.append("--no-best-response")
     done = run(EXPORT, run_dir, *args)
     assert done.returncode == 0, done.stderr
@@ -753,7 +758,8 @@ def test_export_refuses_a_damaged_run_in_one_line(
 ) -> None:
     copy = damaged_copy(tiny_run[0], tmp_path, name)
     out = tmp_path / "agent.onnx"
-    done = run(EXPORT, copy, "--out", out, "--random-matches", 0, "--perfect-matches", 0)
+    args = ["--random-matches", 0, "--greedy-matches", 0, "--perfect-matches", 0]
+    done = run(EXPORT, copy, "--out", out, *args)
     assert done.returncode == 2
     assert DAMAGE[name][2] in one_error_line(done)
     assert not out.exists() and not out.with_suffix(".json").exists()
@@ -802,12 +808,13 @@ def test_benchmark_and_experiment_scripts_refuse_bad_arguments(
     assert message in done.stderr.splitlines()[-1]  # argparse: the usage, then one error line
 
 
+@pytest.mark.parametrize("flag", ["--random-matches", "--greedy-matches"])
 def test_export_refuses_negative_match_counts(
-    tiny_run: tuple[Path, subprocess.CompletedProcess],
+    flag: str, tiny_run: tuple[Path, subprocess.CompletedProcess]
 ) -> None:
-    done = run(EXPORT, tiny_run[0], "--random-matches", "-1")
+    done = run(EXPORT, tiny_run[0], flag, "-1")
     assert done.returncode != 0
-    assert "--random-matches must be >= 0" in one_error_line(done)
+    assert f"{flag} must be >= 0" in one_error_line(done)
 
 
 @pytest.mark.parametrize("out", ["folder", "policy.txt"])
@@ -858,7 +865,8 @@ def test_export_takes_a_zip_from_your_own_script(
     the env's opponent= and buttonup-play all take."""
     model, source = own_models[name]
     saved = Path(shutil.copy(source, tmp_path / source.name))
-    args = ["--random-matches", 10, "--perfect-matches", 5, "--no-best-response"]
+    args = ["--random-matches", 10, "--greedy-matches", 0, "--perfect-matches", 5]
+    args.append("--no-best-response")
     done = run(EXPORT, saved, "--trusted", *args)
     assert done.returncode == 0, done.stderr
     out = saved.with_suffix(".onnx")
@@ -1121,9 +1129,10 @@ def test_the_card_says_which_targets_are_met_and_by_how_much(
     module = training_script("export")
     good = evaluate(RandomBot(0), RandomBot(1), 6, seed=0)
     weak = dataclasses.replace(good, win_rate=0.30, mean_regret=0.25)
-    strong = dataclasses.replace(good, win_rate=0.999, mean_regret=0.05)
     strong = dataclasses.replace(good, win_rate=0.999, mean_regret=0.04)
-    rows = module.targets({"perfect": ("cmd", weak), "random": ("cmd", strong)}, 0.5)
+    results = {"perfect": ("cmd", weak), "random": ("cmd", strong)}
+    results["greedy"] = ("cmd", dataclasses.replace(good, mean_regret=0.06))
+    rows = module.targets(results, 0.5)
     by_name = {row["target"]: row for row in rows if "target" in row}
     regret = by_name["regret against the perfect bot at most 0.02"]
     assert regret["met"] is False and regret["missed_by"] == pytest.approx(0.23)
@@ -1132,6 +1141,8 @@ def test_the_card_says_which_targets_are_met_and_by_how_much(
     random = by_name["matches won against the random bot at least 0.995"]
     assert random["met"] is True and random["missed_by"] is None
     assert by_name["regret against the random bot at most 0.05"]["met"] is True
+    greedy = by_name["regret against the greedy bot at most 0.05"]
+    assert greedy["met"] is False and greedy["missed_by"] == pytest.approx(0.01)
     exploit = by_name["exploitability at most 0.3"]
     assert exploit["met"] is False and exploit["missed_by"] == pytest.approx(0.2)
     assert any("what_was_tried" in row for row in rows)

@@ -7,8 +7,8 @@
 
 Writes ``OUT`` (the policy network: observations to action logits; needs only onnxruntime to
 run, see ``buttonup_env.load_policy``) and ``OUT`` with ``.json`` (the card: the training
-command, config, seed, code version, training steps and time, the evaluation against the
-random bot and the perfect bot, and the exact exploitability). Training calls the same code at
+command, config, seed, code version, training steps and time, the evaluations against the
+random, greedy and perfect bots, and the exact exploitability). Training calls the same code at
 its end. The policies shipped with the package are the ``.onnx`` files (and cards) in
 ``buttonup_env/models/``: exporting there replaces or adds one, loadable by its file name.
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import fail, load_checkpoint, read_eval_rows, read_json, write_card
 
-from buttonup_env.bots import PerfectBot, RandomBot
+from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
 from buttonup_env.evaluation import EvaluationResult, evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.export import check_exportable, export_onnx
@@ -56,8 +56,9 @@ def export_with_card(
     best_response: bool = False,
     metadata: dict[str, object] | None = None,
     card: dict[str, object] | None = None,
+    greedy_matches: int = 0,
 ) -> dict[str, EvaluationResult]:
-    """Write ``out`` and its card; evaluate against the random and the perfect bot, and
+    """Write ``out`` and its card; evaluate against the random, greedy and perfect bots, and
     (with ``best_response``) measure the exact exploitability. ``metadata`` goes into the ONNX
     file beside the steps, ``card`` into the card before the targets."""
     export_onnx(policy, out, {"steps": training.get("steps", ""), **(metadata or {})})
@@ -65,6 +66,7 @@ def export_with_card(
     results: dict[str, tuple[str, EvaluationResult]] = {}
     for name, bot, matches in (
         ("random", RandomBot(), random_matches),
+        ("greedy", GreedyBot(), greedy_matches),
         ("perfect", PerfectBot(), perfect_matches),
     ):
         if matches <= 0:
@@ -103,11 +105,11 @@ TARGETS = (
     ("matches won against the perfect bot", "perfect", "win_rate", "at least", 0.45),
     ("regret against the random bot", "random", "mean_regret", "at most", 0.05),
     ("matches won against the random bot", "random", "win_rate", "at least", 0.995),
+    ("regret against the greedy bot", "greedy", "mean_regret", "at most", 0.05),
     ("exploitability", "best-response", "exploitability", "at most", 0.3),
 )
 """The shipped agent's targets (issue 9: a near-perfect agent); the card says which are met
-and by how much. The regret against the greedy bot (target: at most 0.05) is not on the card:
-``training/evaluate.py --opponent greedy`` measures it."""
+and by how much."""
 
 
 def targets(
@@ -158,6 +160,8 @@ class ExportArgs:
     """Allow exporting an SB3 .zip: loading it unpickles code, so only files you made."""
     random_matches: int = 1000
     """Matches against the random bot for the card."""
+    greedy_matches: int = 1000
+    """Matches against the greedy bot for the card."""
     perfect_matches: int = 500
     """Matches against the perfect bot for the card."""
     best_response: bool = True
@@ -168,7 +172,7 @@ def check_common(args: ExportArgs) -> None:
     """The checks of the options that do not depend on what is exported."""
     if args.out is not None and (args.out.is_dir() or args.out.suffix != ".onnx"):
         fail(f"--out {args.out}: give the .onnx file to write (its card goes beside it as .json)")
-    for name in ("random_matches", "perfect_matches"):
+    for name in ("random_matches", "greedy_matches", "perfect_matches"):
         if getattr(args, name) < 0:
             fail(f"--{name.replace('_', '-')} must be >= 0")
 
@@ -244,6 +248,7 @@ def export_zip(args: ExportArgs) -> None:
         args.random_matches,
         args.perfect_matches,
         best_response=args.best_response,
+        greedy_matches=args.greedy_matches,
         metadata=metadata,
         card={"source": source},
     )
@@ -296,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         args.random_matches,
         args.perfect_matches,
         best_response=args.best_response,
+        greedy_matches=args.greedy_matches,
     )
     print(f"wrote {out} and {out.with_suffix('.json')}")
 
