@@ -158,6 +158,9 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     best_card = json.loads((run_dir / "best.json").read_text())
     assert best_card["training"]["checkpoint"] == "best"
     assert best_card["training"]["steps"] == best["best_steps"]
+    assert best_card["training"]["minutes"] == round(best["train_seconds"] / 60, 1)
+    assert best_card["training"]["run_steps"] == latest["steps"]
+    assert best_card["training"]["run_minutes"] == card["training"]["minutes"]
     load_policy(run_dir / "best.onnx")
 
     fps = scalar_steps(run_dir, "time/fps")

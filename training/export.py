@@ -168,6 +168,22 @@ class ExportArgs:
     """Also measure the exact exploitability for the card (4 s for the shipped model)."""
 
 
+def checkpoint_training(run_dir: Path, which: str, steps: int, state: dict) -> dict:
+    """The card's training figures of a run's checkpoint: its steps and training minutes
+    (``state``: the checkpoint's saved state), and the whole run's, of which it is a point."""
+    training = {
+        "checkpoint": which,
+        "steps": steps,
+        "minutes": round(state.get("train_seconds", 0.0) / 60, 1),
+    }
+    latest_file = run_dir / "checkpoints" / "latest.json"
+    if latest_file.is_file():
+        latest = read_json(latest_file)
+        training["run_steps"] = latest.get("steps")
+        training["run_minutes"] = round(latest.get("train_seconds", 0.0) / 60, 1)
+    return training
+
+
 def check_common(args: ExportArgs) -> None:
     """The checks of the options that do not depend on what is exported."""
     if args.out is not None and (args.out.is_dir() or args.out.suffix != ".onnx"):
@@ -276,16 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     state_file = args.source / "checkpoints" / f"{which}.json"
     state = read_json(state_file) if state_file.is_file() else {}
     model = load_checkpoint(checkpoint)
-    training = {
-        "checkpoint": which,
-        "steps": model.num_timesteps,
-        "minutes": round(state.get("train_seconds", 0.0) / 60, 1),
-    }
-    latest_file = args.source / "checkpoints" / "latest.json"
-    if latest_file.is_file():  # the whole run, of which this checkpoint is a point
-        latest = read_json(latest_file)
-        training["run_steps"] = latest.get("steps")
-        training["run_minutes"] = round(latest.get("train_seconds", 0.0) / 60, 1)
+    training = checkpoint_training(args.source, which, model.num_timesteps, state)
     eval_file = args.source / "eval.jsonl"
     if eval_file.is_file():
         try:

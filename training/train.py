@@ -47,7 +47,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import code_version, fail, load_checkpoint, plot_learning_curve, read_json
-from export import export_with_card
+from export import checkpoint_training, export_with_card
 
 from buttonup_env.bots import BOTS
 from buttonup_env.evaluation import evaluate
@@ -740,12 +740,9 @@ def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) 
     best = run_dir / "checkpoints" / "best.zip"
     if best.is_file():
         best_model = load_checkpoint(best)
-        training = {
-            "checkpoint": "best",
-            "steps": best_model.num_timesteps,
-            "minutes": minutes,
-            "chosen_by": "lowest regret against the perfect bot in periodic evaluations",
-        }
+        best_state = read_json(best.with_suffix(".json"))
+        training = checkpoint_training(run_dir, "best", best_model.num_timesteps, best_state)
+        training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
         export_with_card(
             best_model.policy,
             run_dir / "best.onnx",
