@@ -17,7 +17,7 @@ import numpy as np
 from . import solver
 from .bots import Player
 from .match import Match
-from .rules import COLORS, DEFAULT_TARGET, Color, other
+from .rules import COLORS, DEFAULT_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, other
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
@@ -50,13 +50,25 @@ class EvaluationResult:
     seconds: float
     matches_per_second: float
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    decisions_by_move: list[int] = field(default_factory=list)
+    """The decisions counted in :attr:`mean_regret`, by move of the round (1st to 8th)."""
+    regret_by_move: list[float] = field(default_factory=list)
+    """:attr:`mean_regret` by move of the round (1st to 8th; NaN where there was no decision
+    or no regret was measured): where in a round the player's mistakes sit."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The figures as JSON-ready data (without the records)."""
+        """The figures as JSON-ready data (without the records; None for a move's NaN)."""
         data = asdict(self)
         data.pop("records")
         data["win_rate_interval"] = list(self.win_rate_interval)
+        data["regret_by_move"] = [None if math.isnan(r) else r for r in self.regret_by_move]
         return data
+
+    def _by_move_line(self) -> str:
+        if all(math.isnan(r) for r in self.regret_by_move):  # not measured (or no decisions)
+            return ""
+        cells = " ".join("-" if math.isnan(r) else f"{r:.3f}" for r in self.regret_by_move)
+        return f"regret by move of the round (1st to {len(self.regret_by_move)}th): {cells}\n"
 
     def summary(self) -> str:
         """A few readable lines."""
@@ -67,7 +79,8 @@ class EvaluationResult:
             f"mean round margin: {self.mean_round_margin:+.3f} points over {self.rounds} rounds\n"
             f"mean regret: {self.mean_regret:.4f} round points per decision over "
             f"{self.decisions} decisions\n"
-            f"speed: {self.matches_per_second:.1f} matches/s ({self.seconds:.1f} s)"
+            + self._by_move_line()
+            + f"speed: {self.matches_per_second:.1f} matches/s ({self.seconds:.1f} s)"
         )
 
 
@@ -104,6 +117,8 @@ def evaluate(
     wins = rounds = decisions = 0
     margin_total = 0
     regret_total = 0.0
+    regret_by_move = np.zeros(MOVES_PER_ROUND)
+    decisions_by_move = np.zeros(MOVES_PER_ROUND, dtype=np.int64)
     records = []
     start = time.perf_counter()
     for index in range(matches):
@@ -115,13 +130,16 @@ def evaluate(
             state = match.state
             mover = players[state.to_move]
             slot = mover.act(state)
-            if mover is player and regret:
-                values = solver.move_values(state)
-                if slot in values:
-                    regret_total += max(values.values()) - values[slot]
+            if mover is player:
+                move = NUM_SLOTS - state.stacks  # 0 for a round's first move, 7 for its last
                 decisions += 1
-            elif mover is player:
-                decisions += 1
+                decisions_by_move[move] += 1
+                if regret:
+                    values = solver.move_values(state)
+                    if slot in values:
+                        lost = max(values.values()) - values[slot]
+                        regret_total += lost
+                        regret_by_move[move] += lost
             after = match.play(slot)
             if after.round_over:
                 rounds += 1
@@ -151,4 +169,9 @@ def evaluate(
         seconds=seconds,
         matches_per_second=matches / seconds if seconds > 0 else float("inf"),
         records=records,
+        decisions_by_move=decisions_by_move.tolist(),
+        regret_by_move=[
+            float(total / count) if regret and count else float("nan")
+            for total, count in zip(regret_by_move, decisions_by_move, strict=True)
+        ],
     )

@@ -188,3 +188,35 @@ def test_a_player_that_cheats_is_stopped() -> None:
 
     with pytest.raises(ValueError):
         evaluate(Cheater(), RandomBot(), 1, seed=11)
+
+
+def test_decisions_and_regret_by_move_of_the_round() -> None:
+    player = GreedyBot()
+    result = evaluate(player, PerfectBot(), 12, seed=11, target=5, keep_records=True)
+    seats = [
+        next(c for c, who in r["players"].items() if who == repr(player)) for r in result.records
+    ]
+    counted = [0] * 8  # recounted from the records: whose move each of a round's eight moves was
+    for record, seat in zip(result.records, seats, strict=True):
+        for rnd in record["rounds"]:
+            for move, mover in enumerate(rnd["movers"]):
+                counted[move] += mover == seat
+    assert result.decisions_by_move == counted
+    assert sum(result.decisions_by_move) == result.decisions
+    weighted = sum(
+        n * r for n, r in zip(result.decisions_by_move, result.regret_by_move, strict=True)
+    )
+    assert weighted / result.decisions == pytest.approx(result.mean_regret)
+    assert max(result.regret_by_move) > 0  # the greedy bot errs somewhere against the solver
+    assert "regret by move of the round (1st to 8th): " in result.summary()
+    assert result.to_dict()["regret_by_move"] == result.regret_by_move
+
+
+def test_a_perfect_player_loses_nothing_at_any_move_and_no_regret_means_no_line() -> None:
+    perfect = evaluate(PerfectBot(), RandomBot(), 6, seed=12, target=5)
+    assert perfect.regret_by_move == [0.0] * 8
+    unmeasured = evaluate(RandomBot(), RandomBot(), 3, seed=13, target=5, regret=False)
+    assert sum(unmeasured.decisions_by_move) == unmeasured.decisions
+    assert all(math.isnan(r) for r in unmeasured.regret_by_move)
+    assert unmeasured.to_dict()["regret_by_move"] == [None] * 8  # JSON null, not NaN
+    assert "by move" not in unmeasured.summary()

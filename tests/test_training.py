@@ -133,6 +133,10 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
         for bot in ("random", "greedy", "perfect"):
             assert 0 <= row[f"win_rate_{bot}"] <= 1
             assert row[f"regret_{bot}"] >= 0
+        by_move = row["regret_by_move_perfect"]  # a round is eight moves; None: no decision
+        measured = [r for r in by_move if r is not None]
+        assert len(by_move) == 8 and measured and all(r >= 0 for r in measured)
+        assert (max(measured) > 0) == (row["regret_perfect"] > 0)
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     card = json.loads((run_dir / "final.json").read_text())
@@ -166,6 +170,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     fps = scalar_steps(run_dir, "time/fps")
     assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
     assert scalar_steps(run_dir, "eval/win_rate_random")
+    assert scalar_steps(run_dir, "eval/regret_vs_perfect_first_move")
     assert scalar_steps(run_dir, "pool/size")
 
 
@@ -1011,6 +1016,7 @@ SUMMARY = re.compile(
     r"mean round margin: (?P<margin>[+-][\d.]+) points over (?P<rounds>\d+) rounds\n"
     r"mean regret: (?P<regret>[\d.]+) round points per decision over (?P<decisions>\d+) "
     r"decisions\n"
+    r"regret by move of the round \(1st to 8th\): (?P<by_move>[\d. ]+)\n"
     r"speed: (?P<speed>[\d.]+) matches/s"
 )
 
@@ -1035,6 +1041,9 @@ def test_evaluate_cli_prints_writes_and_records(tmp_path: Path) -> None:
     assert int(printed["rounds"]) == figures["rounds"]
     assert float(printed["regret"]) == round(figures["mean_regret"], 4)
     assert int(printed["decisions"]) == figures["decisions"]
+    by_move = [float(cell) for cell in printed["by_move"].split()]
+    assert by_move == [round(r, 3) for r in figures["regret_by_move"]]
+    assert sum(figures["decisions_by_move"]) == figures["decisions"]
     assert float(printed["speed"]) > 0 and figures["matches_per_second"] > 0
 
     # the same figures as the library's evaluate() with the same seed

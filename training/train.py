@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -450,7 +450,7 @@ class Periodic(BaseCallback):
         export_onnx(self.model.policy, path, {"steps": self.steps})
         player = OnnxPolicy(path)
         path.unlink()
-        row: dict[str, float | int] = {
+        row: dict[str, Any] = {
             "steps": self.steps,
             "minutes": round(self.state.get("train_seconds", 0.0) / 60, 2),
         }
@@ -461,6 +461,9 @@ class Periodic(BaseCallback):
             self.logger.record(f"eval/win_rate_{name}", result.win_rate)
             self.logger.record(f"eval/regret_vs_{name}", result.mean_regret)
             self.logger.record(f"eval/round_margin_{name}", result.mean_round_margin)
+            if name == "perfect":  # where in a round the mistakes sit (the first moves, so far)
+                row["regret_by_move_perfect"] = result.to_dict()["regret_by_move"]
+                self.logger.record("eval/regret_vs_perfect_first_move", result.regret_by_move[0])
         regret = float(row["regret_perfect"])
         self.state["last_eval_steps"] = self.steps
         if regret < self.state.get("best_regret", float("inf")):
