@@ -697,6 +697,22 @@ def test_export_writes_a_policy_and_its_card(
         assert str(out) in figures["command"]
 
 
+def test_export_takes_the_code_version_before_it_writes_the_model(
+    tiny_run: tuple[Path, subprocess.CompletedProcess],
+    tmp_path: Path,
+    training_script: Callable[[str], ModuleType],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Writing a shipped model into the repository makes the tree dirty: the card must name the
+    code that did the export, not the tree with its own new model in it."""
+    export = training_script("export")
+    out = tmp_path / "agent.onnx"
+    monkeypatch.setattr(export, "code_version", lambda: "dirty" if out.exists() else "clean")
+    matches = ["--random-matches", "0", "--greedy-matches", "0", "--perfect-matches", "0"]
+    export.main([str(tiny_run[0]), *matches, "--no-best-response", "--out", str(out)])
+    assert json.loads(out.with_suffix(".json").read_text())["exported_with"] == "clean"
+
+
 @pytest.mark.slow
 def test_export_card_holds_the_exact_exploitability(
     tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path

@@ -71,18 +71,20 @@ def write_card(
     training: dict[str, Any],
     evaluations: dict[str, tuple[str, EvaluationResult]],
     extra: dict[str, Any] | None = None,
+    exported_with: str | None = None,
 ) -> Path:
     """Write ``NAME.json`` beside ``NAME.onnx``: how it was made and what it measured.
 
     ``evaluations`` maps an opponent name to (the evaluate.py command that reproduces the
-    figures, the result).
+    figures, the result). ``exported_with`` is the code version of the export (default: now;
+    take it before writing the model, or a model written inside the repository makes it dirty).
     """
     card = {
         "model": model_path.name,
         "made": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "command": config.get("command"),
         "code_version": config.get("code_version"),
-        "exported_with": code_version(),
+        "exported_with": exported_with or code_version(),
         "seed": config.get("seed"),
         "config": {k: v for k, v in config.items() if k not in ("command", "code_version")},
         "training": training,

@@ -34,7 +34,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import fail, load_checkpoint, read_eval_rows, read_json, write_card
+from common import code_version, fail, load_checkpoint, read_eval_rows, read_json, write_card
 
 from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
 from buttonup_env.evaluation import EvaluationResult, evaluate
@@ -61,6 +61,7 @@ def export_with_card(
     """Write ``out`` and its card; evaluate against the random, greedy and perfect bots, and
     (with ``best_response``) measure the exact exploitability. ``metadata`` goes into the ONNX
     file beside the steps, ``card`` into the card before the targets."""
+    version = code_version()  # before writing: a shipped model rewritten makes the tree dirty
     export_onnx(policy, out, {"steps": training.get("steps", ""), **(metadata or {})})
     player = OnnxPolicy(out)
     results: dict[str, tuple[str, EvaluationResult]] = {}
@@ -95,7 +96,7 @@ def export_with_card(
             "command": f"python training/evaluate.py --model {out} --opponent best-response",
             **asdict(exploit),
         }
-    write_card(out, config, training, results, extra)
+    write_card(out, config, training, results, extra, exported_with=version)
     return {name: result for name, (_, result) in results.items()}
 
 
