@@ -36,6 +36,7 @@ from typing import TextIO
 
 import numpy as np
 
+from ._cli import silence_stdout
 from .bots import BOTS, PerfectBot, Player
 from .env import make_opponent
 from .match import Match
@@ -535,8 +536,7 @@ def main(
         return 1
     except BrokenPipeError:  # the reader of our output went away (e.g. piped into head)
         if stdout is sys.stdout:
-            with contextlib.suppress(OSError, ValueError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            silence_stdout()
         return 1
     finally:
         with contextlib.suppress(OSError, ValueError):

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
+from buttonup_env._cli import run_cli
 from buttonup_env.bots import GreedyBot, RandomBot
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
@@ -1121,6 +1122,33 @@ def test_evaluate_cli_refuses_bad_arguments(case: str, tmp_path: Path) -> None:
     done = run(EVALUATE, *make_args(tmp_path), timeout=120)
     assert done.returncode == 2
     assert fragment in one_error_line(done)
+
+
+def test_evaluate_cli_stops_quietly_when_its_reader_goes_away() -> None:
+    """``evaluate.py ... | head -1``: once the reader has closed the pipe, the script ends
+    with status 1 and no traceback (before, a BrokenPipeError traceback, and a second error
+    from the interpreter's last flush)."""
+    process = subprocess.Popen(
+        [sys.executable, str(EVALUATE), "--model", "random", "--matches", "3", "--no-progress"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # the reader is gone before the script writes its first line
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert b"Traceback" not in stderr and b"BrokenPipeError" not in stderr, stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("returned", "status"), [(0, 0), (2, 2), (None, 0), (Path("runs/report"), 0)]
+)
+def test_run_cli_exits_with_the_status_main_returns(returned: object, status: int) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        run_cli(lambda: returned)
+    assert stopped.value.code == status
 
 
 def test_evaluate_cli_refuses_an_output_file_it_cannot_write(tmp_path: Path) -> None:

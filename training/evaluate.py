@@ -31,6 +31,7 @@ from pathlib import Path
 import tyro
 from tqdm import tqdm
 
+from buttonup_env._cli import run_cli
 from buttonup_env.bots import BOTS, GreedyBot, Player, RandomBot
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
@@ -149,4 +150,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_cli(main)

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import code_version, fail, load_checkpoint, read_eval_rows, read_json, write_card
 
+from buttonup_env._cli import run_cli
 from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
 from buttonup_env.evaluation import EvaluationResult, evaluate
 from buttonup_env.exploit import exploitability
@@ -315,4 +316,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -52,6 +52,8 @@ from common import (
     safe_url,
 )
 
+from buttonup_env._cli import run_cli
+
 BOTS = ("random", "greedy", "perfect")
 
 FIGURES = {
@@ -628,4 +630,4 @@ def settings_command(settings: dict[str, Any], name: str, trials: int | None) ->
 
 if __name__ == "__main__":
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    main()
+    run_cli(main)

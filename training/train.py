@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import code_version, fail, load_checkpoint, plot_learning_curve, read_json
 from export import checkpoint_training, export_with_card
 
+from buttonup_env._cli import run_cli
 from buttonup_env.bots import BOTS
 from buttonup_env.evaluation import evaluate
 from buttonup_env.export import export_onnx
@@ -776,4 +777,4 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning")
-    main()
+    run_cli(main)

@@ -59,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import fail, final_figures, first_line, open_storage, safe_url
 from train import OpponentMix, TrainConfig, config_to_json, resolve, train
 
+from buttonup_env._cli import run_cli
 from buttonup_env.bots import BOTS
 
 if sys.version_info >= (3, 11):
@@ -738,4 +739,4 @@ def summarize(study: optuna.Study, where: str) -> None:
 
 if __name__ == "__main__":
     warnings.filterwarnings("ignore", category=DeprecationWarning)
-    main()
+    run_cli(main)
