@@ -104,6 +104,17 @@ def read_eval_rows(eval_file: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()]
 
 
+def regret_ticks(regrets: list[float]) -> list[float]:
+    """The labelled ticks of a learning curve's log regret axis: 1-2-5 steps from 0.002 to 2,
+    those within a factor of 2 of the regrets plotted (a fixed list left the lower part of a
+    good run's curve unlabelled, and ``set_yticks`` widens the axis to any tick outside the
+    data)."""
+    positive = [r for r in regrets if r > 0]
+    low, high = min(positive, default=0.05), max(positive, default=2)
+    steps = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2)
+    return [t for t in steps if low / 2 < t < 2 * high]
+
+
 def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | None:
     """Draw win rates against the bots and regret against the solver over steps (PNG).
 
@@ -142,7 +153,7 @@ def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | N
         title="mean regret against the solver (matches vs perfect)",
         yscale="log",
     )
-    ticks = [0.05, 0.1, 0.2, 0.5, 1, 2]
+    ticks = regret_ticks([row["regret_perfect"] for row in rows])
     right.set_yticks(ticks, [f"{t:g}" for t in ticks])
     right.minorticks_off()
     right.axhline(0.1, color="grey", lw=0.6, ls=":")
