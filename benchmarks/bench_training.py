@@ -7,9 +7,12 @@ steps; the figures are medians of steps per second (rollouts and gradient update
 and the ratios are taken within each repeat (the machine is shared and noisy):
 
 * ``default``: exactly the default training run's model, envs and opponent pool
-  (training/train.py's defaults), without its periodic evaluations and checkpoints;
+  (training/train.py's defaults: pure self-play, against snapshots of the learner; the
+  first is written before the first step, as train.py does), without its periodic
+  evaluations and checkpoints;
 * ``previous``: the defaults before the batched env (ButtonUp-v0 envs in a DummyVecEnv, 8 envs
-  x 256 steps, batch 512, 2 x 256 hidden units, no random starts), the same otherwise;
+  x 256 steps, batch 512, 2 x 256 hidden units, no random starts, the perfect bot as the
+  opponent of 80% of the episodes), the same otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
 
 For both ButtonUp setups it also reports where the time goes: the share spent collecting
@@ -33,11 +36,17 @@ from stable_baselines3.common.env_util import make_vec_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
 
-from train import TrainConfig, make_model, resolve
+from train import SOLVER_MIX, TrainConfig, make_model, resolve, write_snapshot
 from train import make_vec_env as make_training_envs
 
 PREVIOUS = dict(
-    vec_env="dummy", n_envs=8, n_steps=256, batch_size=512, hidden=(256, 256), random_start=0.0
+    vec_env="dummy",
+    n_envs=8,
+    n_steps=256,
+    batch_size=512,
+    hidden=(256, 256),
+    random_start=0.0,
+    opponents=SOLVER_MIX,
 )
 """The training defaults before the batched env (commit e8c9c8e)."""
 
@@ -74,6 +83,7 @@ def buttonup(config: TrainConfig, steps: int) -> tuple[float, float]:
         (run_dir / "snapshots").mkdir()
         venv = make_training_envs(config, run_dir)
         model = make_model(config, venv)
+        write_snapshot(model, run_dir)  # as train.py does: pure self-play's first opponent
         split = TimeSplit()
         start = time.perf_counter()
         split._mark = start

@@ -34,7 +34,12 @@ SNAPSHOT_GLOB = "step_*.onnx"
 
 @dataclass(frozen=True)
 class OpponentMix:
-    """How often each kind of opponent plays (weights, normalised when drawn)."""
+    """How often each kind of opponent plays (weights, normalised when drawn).
+
+    The defaults here are the solver mix (the perfect bot in 80% of the episodes);
+    ``training/train.py`` trains by pure self-play by default: ``snapshots=1``, every bot 0,
+    ``prioritized=2``.
+    """
 
     snapshots: float = 0.1
     """Weight of the learner's own snapshots (self-play)."""

@@ -330,7 +330,14 @@ def test_ctrl_c_in_a_terminal_stops_a_run_with_worker_processes(tmp_path: Path) 
     ``--vec-env subproc`` must leave the stopping to the main process, not die mid-step."""
     run_dir = tmp_path / "runs" / "group"
     steps = interrupt_training(
-        run_dir, "--vec-env", "subproc", "--random-start", "0", whole_group=True
+        run_dir,
+        "--vec-env",
+        "subproc",
+        "--random-start",
+        "0",
+        "--opponents.prioritized",
+        "0",
+        whole_group=True,
     )
     done = run(TRAIN, "--resume", run_dir)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -377,19 +384,45 @@ def test_the_learning_rate_decays_only_when_asked(end: float | None, tmp_path: P
 def test_a_preset_fills_only_the_settings_left_unset(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    """A preset sets the budgets; a flag given on the command line wins over the preset,
-    whichever side of --preset it is on."""
+    """A preset sets the budgets and the opponents; a flag given on the command line wins over
+    the preset, whichever side of --preset it is on."""
     train = training_script("train")
 
     def parsed(*args: str) -> Any:
-        return train.resolve(train.tyro.cli(train.TrainConfig, args=list(args)))
+        return train.resolve(train.parse_config(list(args)))
 
     quick, full = parsed("--preset", "quick"), parsed()
     assert (quick.minutes, quick.total_steps, quick.eval_every) == (4, 2_000_000, 250_000)
     assert (full.minutes, full.total_steps, full.eval_every) == (55, 40_000_000, 1_000_000)
+    assert full.opponents == train.SELF_PLAY == parsed("--preset", "smoke").opponents
+    assert (full.opponents.perfect, full.opponents.snapshots) == (0, 1)  # pure self-play
+    assert quick.opponents == train.SOLVER_MIX and quick.opponents.perfect == 0.8
     for args in (["--preset", "quick", "--minutes", "2"], ["--minutes", "2", "--preset", "quick"]):
         mine = parsed(*args)
         assert (mine.minutes, mine.total_steps) == (2, 2_000_000)
+    for args in (
+        ["--preset", "quick", "--opponents.perfect", "0.5"],
+        ["--opponents.perfect", "0.5", "--preset=quick"],
+    ):
+        mine = parsed(*args)  # one weight changed, the rest of the quick preset's mix kept
+        assert mine.opponents == dataclasses.replace(train.SOLVER_MIX, perfect=0.5)
+    mine = parsed("--opponents.perfect", "0.5")
+    assert mine.opponents == dataclasses.replace(train.SELF_PLAY, perfect=0.5)
+
+
+def test_help_shows_the_opponents_of_the_preset(
+    training_script: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
+    train = training_script("train")
+    shown = {}
+    for preset in ("full", "quick"):
+        with pytest.raises(SystemExit) as stopped:
+            train.parse_config(["--preset", preset, "--help"])
+        assert stopped.value.code == 0
+        help_text = capsys.readouterr().out
+        after = help_text[help_text.index("--opponents.perfect") :]
+        shown[preset] = re.search(r"\(default: ([0-9.]+)\)", after)[1]  # type: ignore[index]
+    assert shown == {"full": "0.0", "quick": "0.8"}
 
 
 @pytest.mark.parametrize("vec_env", ["batched", "dummy"])
@@ -403,8 +436,11 @@ def test_the_reward_is_the_round_margin_or_its_sign(
     train = training_script("train")
     paid = {}
     for reward in ("margin", "sign"):
-        config = train.TrainConfig(
-            n_envs=4, vec_env=vec_env, random_start=0.5 if vec_env == "batched" else 0.0
+        config = train.TrainConfig(  # bots only: no snapshot needed
+            n_envs=4,
+            vec_env=vec_env,
+            random_start=0.5 if vec_env == "batched" else 0.0,
+            opponents=train.SOLVER_MIX,
         )
         venv = train.make_vec_env(dataclasses.replace(config, reward=reward), tmp_path, seed=3)
         rng = np.random.default_rng(0)
@@ -446,7 +482,7 @@ def seeded_run(runs: Path, name: str, vec_env: str, seed: int) -> Path:
     """A tiny run of four rollouts (a snapshot, an evaluation and a checkpoint after each)."""
     args = [*TINY, "--total-steps", "512", "--vec-env", vec_env, "--seed", str(seed)]
     if vec_env != "batched":
-        args += ["--random-start", "0"]
+        args += ["--random-start", "0", "--opponents.prioritized", "0"]
     done = run(TRAIN, *args, "--runs-dir", runs, "--run-name", name)
     assert done.returncode == 0, done.stderr[-3000:]
     return runs / name
@@ -521,7 +557,9 @@ def test_a_resumed_run_without_the_env_state_starts_new_episodes(tmp_path: Path)
     """dummy and subproc do not save their envs: a resume draws new episodes from the seed
     plus the steps done, so one checkpoint resumed twice gives one run."""
     stopped = tmp_path / "runs" / "stopped"
-    steps = interrupt_training(stopped, "--vec-env", "dummy", "--random-start", "0")
+    steps = interrupt_training(
+        stopped, "--vec-env", "dummy", "--random-start", "0", "--opponents.prioritized", "0"
+    )
     latest = json.loads((stopped / "checkpoints" / "latest.json").read_text())
     assert "resume" not in latest
     copy = tmp_path / "runs" / "copy"
@@ -600,8 +638,18 @@ BAD_TRAIN_ARGS = {
         "--random-start must be a probability",
     ),
     "random start without the batched env": (
-        lambda runs: [*TINY, "--vec-env", "dummy", "--random-start", "0.5", "--runs-dir", runs],
+        lambda runs: [
+            *TINY,
+            *("--vec-env", "dummy", "--random-start", "0.5", "--opponents.prioritized", "0"),
+            *("--runs-dir", runs),
+        ],
         "--random-start needs --vec-env batched",
+    ),
+    "the defaults without the batched env": (
+        lambda runs: [*TINY, "--vec-env", "subproc", "--runs-dir", runs],
+        "--random-start and --opponents.prioritized need --vec-env batched (got --vec-env "
+        "subproc, whose single envs neither start rounds at random positions nor report results "
+        "for prioritized self-play); add --random-start 0 --opponents.prioritized 0",
     ),
     "prioritized self-play without the batched env": (
         lambda runs: [

@@ -20,6 +20,7 @@ only judges (the regret figures, and which snapshot is kept as ``best``).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import json
@@ -60,6 +61,16 @@ from buttonup_env.selfplay import OpponentMix, OpponentPool
 from buttonup_env.vector import ButtonUpVectorEnv
 from buttonup_env.wrappers import RingObservation
 
+SELF_PLAY = OpponentMix(snapshots=1.0, perfect=0.0, greedy=0.0, random=0.0, prioritized=2.0)
+"""The full and smoke presets' opponents: pure self-play. Only the learner's own snapshots
+play; half of the time the newest, otherwise an older one by prioritized fictitious self-play
+(weight (1 - the learner's recent score against it) ** 2)."""
+
+SOLVER_MIX = OpponentMix(snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, prioritized=0.0)
+"""The quick preset's opponents: the perfect bot in 80% of the episodes, snapshots in 10%, the
+greedy and random bots in 5% each. In a few minutes of training it teaches more than pure
+self-play does (README, "What we tried"); the solver still never enters the loss or reward."""
+
 
 @dataclass
 class TrainConfig:
@@ -67,8 +78,10 @@ class TrainConfig:
 
     preset: Literal["full", "quick", "smoke"] = "full"
     """full: the shipped agent's run; quick: a few minutes; smoke: seconds, for tests. A preset
-    sets total_steps, minutes, eval/snapshot/checkpoint intervals and eval sizes; any of those flags
-    given on the command line (before or after --preset) overrides the preset's value."""
+    sets total_steps, minutes, eval/snapshot/checkpoint intervals and eval sizes, and the
+    opponents (full and smoke: pure self-play; quick: mostly the perfect bot, which teaches
+    faster in a few minutes); any of those flags given on the command line (before or after
+    --preset) overrides the preset's value."""
     total_steps: int | None = None
     """Environment steps (agent decisions) to train for (default: from the preset)."""
     minutes: float | None = None
@@ -127,8 +140,8 @@ class TrainConfig:
     is to move; the agent then takes the side to move), so that the agent meets positions off
     the usual paths. Needs --vec-env batched."""
 
-    opponents: OpponentMix = field(default_factory=OpponentMix)
-    """Who the learner plays (see buttonup_env.selfplay)."""
+    opponents: OpponentMix = field(default_factory=lambda: SELF_PLAY)
+    """Who the learner plays (see buttonup_env.selfplay; the default depends on --preset)."""
     snapshot_every: int | None = None
     """Steps between snapshots of the learner added to the opponent pool."""
     eval_every: int | None = None
@@ -179,6 +192,25 @@ PRESETS: dict[str, dict[str, float]] = {
 }
 
 
+PRESET_OPPONENTS: dict[str, OpponentMix] = {
+    "full": SELF_PLAY,
+    "quick": SOLVER_MIX,
+    "smoke": SELF_PLAY,
+}
+
+
+def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:
+    """train.py's command line as a TrainConfig (not yet resolved). The opponents' defaults
+    are those of the preset named in ``argv`` (``--opponents.NAME`` flags still override
+    them one by one), so the preset is read first."""
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    peek.add_argument("--preset")
+    preset = peek.parse_known_args(argv)[0].preset
+    preset = preset if preset in PRESET_OPPONENTS else "full"  # a bad name: tyro says so
+    default = TrainConfig(preset=preset, opponents=PRESET_OPPONENTS[preset])  # type: ignore[arg-type]
+    return tyro.cli(TrainConfig, args=argv, default=default, **tyro_kwargs)
+
+
 def resolve(config: TrainConfig) -> TrainConfig:
     """Fill the fields left to the preset, and check the values."""
     values = {k: v for k, v in PRESETS[config.preset].items() if getattr(config, k) is None}
@@ -227,11 +259,20 @@ def resolve(config: TrainConfig) -> TrainConfig:
         raise ValueError(
             f"--random-start must be a probability in [0, 1], got {config.random_start}"
         )
-    if config.random_start and config.vec_env != "batched":  # say it; don't drop it silently
-        raise ValueError(f"--random-start needs --vec-env batched (got --vec-env {config.vec_env})")
-    if config.opponents.prioritized and config.vec_env != "batched":  # only it reports results
+    batched_only = [  # say it; don't drop them silently
+        flag
+        for flag, value in (
+            ("--random-start", config.random_start),
+            ("--opponents.prioritized", config.opponents.prioritized),
+        )
+        if value
+    ]
+    if batched_only and config.vec_env != "batched":
         raise ValueError(
-            f"--opponents.prioritized needs --vec-env batched (got --vec-env {config.vec_env})"
+            f"{' and '.join(batched_only)} {'need' if len(batched_only) > 1 else 'needs'} "
+            f"--vec-env batched (got --vec-env {config.vec_env}, whose single envs neither "
+            "start rounds at random positions nor report results for prioritized self-play); "
+            f"add {' '.join(flag + ' 0' for flag in batched_only)}"
         )
     if config.batch_size > config.n_envs * config.n_steps:
         raise ValueError(
@@ -766,7 +807,7 @@ def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    config = tyro.cli(TrainConfig, args=argv, description=__doc__)
+    config = parse_config(argv, description=__doc__)
     if config.resume is None:
         try:
             config = resolve(config)

@@ -57,7 +57,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import fail, final_figures, first_line, open_storage, safe_url
-from train import OpponentMix, TrainConfig, config_to_json, resolve, train
+from train import OpponentMix, TrainConfig, config_to_json, parse_config, resolve, train
 
 from buttonup_env._cli import run_cli
 from buttonup_env.bots import BOTS
@@ -268,7 +268,7 @@ def parse_train_flags(argv: list[str]) -> TrainConfig:
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
-            config = tyro.cli(TrainConfig, args=argv)
+            config = parse_config(argv)
     except SystemExit:
         raise ValueError(tyro_message(captured.getvalue())) from None
     return resolve(config)
