@@ -699,7 +699,7 @@ def train(
         saved["command"] = " ".join(["python", "training/train.py", *argv])
         saved["code_version"] = code_version()
         (run_dir / "config.json").write_text(json.dumps(saved, indent=2))
-        state = {}
+        state = {"train_seconds": 0.0}  # every checkpoint says it, even one at step 0
         checkpoint = None
     (run_dir / "snapshots").mkdir(exist_ok=True)
     th.set_num_threads(config.threads)
