@@ -425,6 +425,30 @@ def test_help_shows_the_opponents_of_the_preset(
     assert shown == {"full": "0.0", "quick": "0.8"}
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--preset"], "Missing value for argument '--preset'"),
+        (["--preset", "fast"], "invalid choice 'fast' for argument '--preset'"),
+        (["--preset=fast", "--opponents.perfect", "0.5"], "invalid choice 'fast'"),
+    ],
+)
+def test_a_bad_preset_gets_tyros_error_not_a_usage_of_one_flag(
+    args: list[str],
+    message: str,
+    training_script: Callable[[str], ModuleType],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The preset is read before tyro parses the command line; a missing or unknown one is
+    left to tyro, whose error names it (not to a parser that knows only --preset)."""
+    train = training_script("train")
+    with pytest.raises(SystemExit) as stopped:
+        train.parse_config(args)
+    assert stopped.value.code == 2
+    error = " ".join(line.strip("│ ") for line in capsys.readouterr().err.splitlines())
+    assert message in error and "usage: train.py [--preset PRESET]" not in error
+
+
 @pytest.mark.parametrize("vec_env", ["batched", "dummy"])
 def test_the_reward_is_the_round_margin_or_its_sign(
     vec_env: str, tmp_path: Path, training_script: Callable[[str], ModuleType]

@@ -20,9 +20,9 @@ only judges (the regret figures, and which snapshot is kept as ``best``).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import os
@@ -31,7 +31,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -140,8 +140,9 @@ class TrainConfig:
     is to move; the agent then takes the side to move), so that the agent meets positions off
     the usual paths. Needs --vec-env batched."""
 
-    opponents: OpponentMix = field(default_factory=lambda: SELF_PLAY)
-    """Who the learner plays (see buttonup_env.selfplay; the default depends on --preset)."""
+    opponents: OpponentMix = SELF_PLAY
+    """Who the learner plays (see buttonup_env.selfplay). On the command line the default is
+    the preset's mix (see --preset); a TrainConfig made in Python starts from pure self-play."""
     snapshot_every: int | None = None
     """Steps between snapshots of the learner added to the opponent pool."""
     eval_every: int | None = None
@@ -203,10 +204,12 @@ def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:
     """train.py's command line as a TrainConfig (not yet resolved). The opponents' defaults
     are those of the preset named in ``argv`` (``--opponents.NAME`` flags still override
     them one by one), so the preset is read first."""
-    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    peek.add_argument("--preset")
-    preset = peek.parse_known_args(argv)[0].preset
-    preset = preset if preset in PRESET_OPPONENTS else "full"  # a bad name: tyro says so
+    preset = "full"  # a missing or bad value: tyro says so below
+    for flag, value in itertools.pairwise([*argv, None]):
+        if flag == "--preset" and value in PRESET_OPPONENTS:
+            preset = value
+        elif flag.startswith("--preset=") and flag[len("--preset=") :] in PRESET_OPPONENTS:
+            preset = flag[len("--preset=") :]
     default = TrainConfig(preset=preset, opponents=PRESET_OPPONENTS[preset])  # type: ignore[arg-type]
     return tyro.cli(TrainConfig, args=argv, default=default, **tyro_kwargs)
 
