@@ -155,6 +155,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert figures["win_rate"] <= figures["win_rate_interval"][1] <= 1
     assert figures["mean_regret"] >= 0 and figures["decisions"] > 0
     assert "--opponent random" in figures["command"]
+    assert card["evaluation"]["perfect"]["matches"] == final_eval_matches
 
     final = load_policy(run_dir / "final.onnx")
     assert final.encoding.name == config["encoding"]
@@ -167,6 +168,8 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert best_card["training"]["run_steps"] == latest["steps"]
     assert best_card["training"]["run_minutes"] == card["training"]["minutes"]
     load_policy(run_dir / "best.onnx")
+    for bot in ("random", "perfect"):  # the lowest-regret checkpoint is judged too
+        assert best_card["evaluation"][bot]["matches"] == final_eval_matches
 
     fps = scalar_steps(run_dir, "time/fps")
     assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
@@ -194,6 +197,14 @@ def test_tiny_training_leaves_a_complete_run_folder(
     run_dir, done = tiny_run
     assert f"training in {run_dir} for {TINY_STEPS:,} steps" in done.stdout
     assert f"policy: {run_dir / 'final.onnx'}" in done.stdout
+    assert f"training stopped: {TINY_STEPS:,} steps done (--total-steps)" in done.stdout
+    judged = [
+        line.split() for line in done.stdout.splitlines() if line.startswith(("final.", "best."))
+    ]
+    assert [row[0] for row in judged] == ["final.onnx", "best.onnx"]
+    for line in done.stdout.splitlines():
+        if line.startswith(("final.", "best.")):  # won/matches against random, then perfect
+            assert [m for _, m in re.findall(r"(\d+)/(\d+) \(", line)] == ["4", "4"], line
     assert "Traceback" not in done.stderr
     check_finished_run(run_dir, TINY_STEPS, final_eval_matches=4)
     config = json.loads((run_dir / "config.json").read_text())
@@ -220,9 +231,14 @@ def test_a_time_budget_ends_the_run_before_its_steps(tmp_path: Path) -> None:
     """--minutes stops training once that much training time has passed, and the run ends
     normally (final evaluation, export) short of total_steps."""
     args = [*TINY, "--total-steps", "10000000", "--minutes", "0.05", "--eval-every", "100000"]
+    args.remove("--no-progress")  # the bar follows the budget that binds: here the minutes
     done = run(TRAIN, *args, "--runs-dir", tmp_path, "--run-name", "timed")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "for 10,000,000 steps or 0.05 minutes" in done.stdout
+    assert "training stopped: the time budget of 0.05 minutes is spent (--minutes)" in done.stdout
+    bar = done.stderr.replace("\r", "\n").splitlines()
+    assert any(line.startswith("100%|") and "/10,000,000 steps" in line for line in bar)
+    assert any("/0.05 min" in line for line in bar)
     latest = json.loads((tmp_path / "timed" / "checkpoints" / "latest.json").read_text())
     assert 0 < latest["steps"] < 10_000_000
     assert latest["train_seconds"] >= 3.0

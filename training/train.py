@@ -51,8 +51,8 @@ from common import code_version, fail, load_checkpoint, plot_learning_curve, rea
 from export import checkpoint_training, export_with_card
 
 from buttonup_env._cli import run_cli
+from buttonup_env.arena import play_matches
 from buttonup_env.bots import BOTS
-from buttonup_env.evaluation import evaluate
 from buttonup_env.export import export_onnx
 from buttonup_env.nets import RingPolicy
 from buttonup_env.policy import OnnxPolicy
@@ -108,6 +108,11 @@ class TrainConfig:
     subproc: one process per ButtonUp-v0 env."""
     hidden: tuple[int, ...] = (128, 128)
     """Sizes of the per-view hidden layers of actor and critic."""
+    shared: bool = False
+    """Actor and critic share their per-view hidden layers (half the arithmetic of separate
+    ones)."""
+    bfloat16: bool = False
+    """Multiply in bfloat16 in the network's per-view layers (see buttonup_env.nets.RingPolicy)."""
     learning_rate: float = 2e-3
     """Adam learning rate (at the start, if --learning-rate-end is given)."""
     learning_rate_end: float | None = None
@@ -368,7 +373,7 @@ def make_model(
         ent_coef=config.ent_coef_start,
         seed=config.seed,
         device="cpu",
-        policy_kwargs=dict(hidden=config.hidden),
+        policy_kwargs=dict(hidden=config.hidden, shared=config.shared, bfloat16=config.bfloat16),
         tensorboard_log=None if tensorboard_log is None else str(tensorboard_log),
     )
 
@@ -382,6 +387,17 @@ def run_progress(config: TrainConfig, steps: int, state: dict) -> float:
     if config.minutes:
         progress = max(progress, state.get("train_seconds", 0.0) / (60 * config.minutes))
     return min(progress, 1.0)
+
+
+def stop_reason(config: TrainConfig, steps: int, state: dict) -> str:
+    """Which budget ended the run, in a sentence."""
+    minutes = state.get("train_seconds", 0.0) / 60
+    if steps >= config.total_steps:  # type: ignore[operator]
+        return f"training stopped: {steps:,} steps done (--total-steps), in {minutes:.1f} minutes"
+    return (
+        f"training stopped: the time budget of {config.minutes:g} minutes is spent (--minutes), "
+        f"at step {steps:,} of {config.total_steps:,}"
+    )
 
 
 def budget_spent(config: TrainConfig, steps: int, state: dict) -> bool:
@@ -443,15 +459,27 @@ class Periodic(BaseCallback):
 
     def _on_training_start(self) -> None:
         if self.config.progress:
+            # in per mille of the run: the bar follows whichever budget binds, steps or minutes
             self.bar = tqdm(
-                total=self.config.total_steps,
-                initial=self.steps,
-                unit="step",
-                unit_scale=True,
+                total=1000,
+                initial=self._permille(),
+                bar_format="{percentage:3.0f}%|{bar}| {desc} [{elapsed}<{remaining}]",
                 dynamic_ncols=True,
                 smoothing=0.05,
                 mininterval=1.0 if sys.stderr.isatty() else 30.0,  # few lines in logs
             )
+            self._describe()
+
+    def _permille(self) -> int:
+        return int(1000 * run_progress(self.config, self.steps, self.state))
+
+    def _describe(self) -> None:
+        """The bar's text: steps of total_steps, and minutes of the budget when there is one."""
+        c = self.config
+        text = f"{self.steps:,}/{c.total_steps:,} steps"
+        if c.minutes:
+            text += f", {self.state.get('train_seconds', 0.0) / 60:.1f}/{c.minutes:g} min"
+        self.bar.set_description_str(text, refresh=False)  # type: ignore[union-attr]
 
     def _on_rollout_start(self) -> None:
         # SB3 calls this after the previous update, so the weights match num_timesteps
@@ -471,7 +499,10 @@ class Periodic(BaseCallback):
 
     def _on_step(self) -> bool:
         if self.bar is not None:
-            self.bar.update(self.steps - self.bar.n)
+            permille = self._permille()
+            if permille > self.bar.n:
+                self._describe()
+                self.bar.update(permille - self.bar.n)
         if self.stop.requested:
             return False
         if self.steps >= self.config.total_steps:
@@ -499,8 +530,8 @@ class Periodic(BaseCallback):
             "steps": self.steps,
             "minutes": round(self.state.get("train_seconds", 0.0) / 60, 2),
         }
-        for name in BOTS:
-            result = evaluate(player, BOTS[name](), c.eval_matches, seed=PERIODIC_EVAL_SEED)
+        for name in BOTS:  # all the matches at once (buttonup_env.arena)
+            result = play_matches(player, name, c.eval_matches, seed=PERIODIC_EVAL_SEED)
             row[f"win_rate_{name}"] = result.win_rate
             row[f"regret_{name}"] = result.mean_regret
             self.logger.record(f"eval/win_rate_{name}", result.win_rate)
@@ -517,9 +548,6 @@ class Periodic(BaseCallback):
             save_checkpoint(self.model, self.run_dir, self.state, name="best")
         with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
-        plot_learning_curve(
-            self.run_dir / "eval.jsonl", self.run_dir / "learning_curve.png", self.run_dir.name
-        )
         message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
             f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
@@ -751,6 +779,7 @@ def train(
                 venv.close()
             if stop.requested or not budget_spent(config, model.num_timesteps, state):
                 stopped(model, run_dir)
+            print(stop_reason(config, model.num_timesteps, state))
             if state.get("last_eval_steps") != model.num_timesteps:
                 periodic.evaluate()  # the learning curve ends where training did
                 model.logger.dump(model.num_timesteps)
@@ -766,8 +795,15 @@ def train(
     return run_dir
 
 
+def draw_learning_curve(run_dir: Path) -> None:
+    """``learning_curve.png`` from the run's periodic evaluations (drawn when training stops,
+    not after every evaluation: matplotlib takes about half a second a picture)."""
+    plot_learning_curve(run_dir / "eval.jsonl", run_dir / "learning_curve.png", run_dir.name)
+
+
 def stopped(model: MaskablePPO, run_dir: Path) -> NoReturn:
     """Leave an interrupted run: say how to continue it, exit with 130 (as after Ctrl-C)."""
+    draw_learning_curve(run_dir)
     print(
         f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
         f"  python training/train.py --resume {run_dir}"
@@ -776,35 +812,51 @@ def stopped(model: MaskablePPO, run_dir: Path) -> NoReturn:
 
 
 def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) -> None:
-    """Export the final policy (and the best one) with cards; print the final evaluation."""
+    """Export the final policy and the lowest-regret checkpoint with their cards, each judged
+    against the random and the perfect bot (``final_eval_matches`` matches each), and print
+    the figures."""
+    draw_learning_curve(run_dir)
     config_json = read_json(run_dir / "config.json")
+    matches = config.final_eval_matches
     minutes = round(state.get("train_seconds", 0.0) / 60, 1)
-    final = run_dir / "final.onnx"
-    print(f"\nexporting {final}")
-    training = {"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}
-    export_with_card(
-        model.policy, final, config_json, training, config.final_eval_matches, perfect_matches=0
-    )
+    policies = [(run_dir / "final.onnx", model, {"checkpoint": "latest", "minutes": minutes})]
     best = run_dir / "checkpoints" / "best.zip"
     if best.is_file():
         best_model = load_checkpoint(best)
         best_state = read_json(best.with_suffix(".json"))
         training = checkpoint_training(run_dir, "best", best_model.num_timesteps, best_state)
         training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
-        export_with_card(
-            best_model.policy,
-            run_dir / "best.onnx",
-            config_json,
-            training,
-            random_matches=0,
-            perfect_matches=0,
-            quiet=True,
+        policies.append((run_dir / "best.onnx", best_model, training))
+    print(
+        f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
+        "matches against the random and the perfect bot each"
+    )
+    rows = []
+    for path, source, training in policies:
+        training = {"steps": source.num_timesteps, **training}
+        results = export_with_card(
+            source.policy, path, config_json, training, matches, matches, quiet=True
+        )
+        rows.append((path, source.num_timesteps, results["random"], results["perfect"]))
+    print(
+        f"{'':12s} {'steps':>11s}   {'against random: won, regret':>27s}   "
+        "against perfect: won, regret"
+    )
+    for path, steps, rand, perfect in rows:
+        print(
+            f"{path.name:12s} {steps:>11,}   {rand.wins:>9}/{rand.matches} "
+            f"({100 * rand.win_rate:5.1f}%), {rand.mean_regret:.3f}   {perfect.wins:>9}/"
+            f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}"
         )
     print(
-        f"policy: {final} (card: {final.with_suffix('.json')})\n"
+        "(regret: round points lost per decision against the exact solver's best move; "
+        "0 is perfect play)\n"
+        f"policy: {policies[0][0]} (card: {policies[0][0].with_suffix('.json')})\n"
         f"lowest-regret checkpoint: {run_dir / 'best.onnx'}\n"
-        f"evaluate against the perfect bot with:\n"
-        f"  python training/evaluate.py --model {final} --opponent perfect --matches 500"
+        "judge it with 500 matches against the perfect bot and the exact exploitability:\n"
+        f"  python training/evaluate.py --model {run_dir / 'best.onnx'} --opponent perfect "
+        "--matches 500\n"
+        f"  python training/evaluate.py --model {run_dir / 'best.onnx'} --opponent best-response"
     )
 
 
