@@ -256,11 +256,6 @@ def old_format_message(run_dir: Path, old: Path) -> str:
     )
 
 
-def exists(run_dir: Path, name: str) -> bool:
-    """True when the run has checkpoint ``name``, in this format or the earlier one."""
-    return files(run_dir, name)[0].is_file() or old_format(run_dir, name) is not None
-
-
 def _write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (a partial file never appears)."""
     tmp = path.with_name(f"{path.stem}.tmp{path.suffix}")

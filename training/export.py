@@ -37,7 +37,7 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from checkpoints import CheckpointError, exists, old_format, old_format_message, read_state
+from checkpoints import CheckpointError, files, old_format, old_format_message, read_state
 from checkpoints import load_policy as load_checkpoint_policy
 from common import code_version, fail, read_eval_rows, read_json, write_card
 
@@ -296,8 +296,8 @@ def main(argv: list[str] | None = None) -> None:
     old = old_format(args.source, which)
     if old is not None:
         fail(old_format_message(args.source, old))
-    if not exists(args.source, which):
-        fail(f"{args.source / 'checkpoints' / which}.pt does not exist (run still starting?)")
+    if not files(args.source, which)[0].is_file():
+        fail(f"{files(args.source, which)[0]} does not exist (run still starting?)")
     check_common(args)
     config = read_json(args.source / "config.json")
     try:
