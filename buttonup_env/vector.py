@@ -20,7 +20,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from .encoding import ENCODINGS, MAX_LEGAL
-from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice
+from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice, reset_options
 from .models import shipped_policies
 from .rules import COLORS, DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
 from .tables import RED, GameTables, game_tables
@@ -509,14 +509,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Start a new episode in every env (seeding everything when ``seed`` is given)."""
         if seed is not None and (not is_whole_number(seed) or seed < 0):
             raise ValueError(f"seed={seed!r} is not allowed; use None or a whole number >= 0")
-        options = dict(options or {})
-        unknown = set(options) - {"agent_color", "first"}
-        if unknown:
-            raise ValueError(
-                f"unknown reset option(s) {sorted(unknown)}; allowed: 'agent_color', 'first'"
-            )
-        _choice("options['agent_color']", options.get("agent_color"), (None, "R", "B"))
-        _choice("options['first']", options.get("first"), (None, "R", "B"))
+        options = reset_options(options)
         if seed is not None or not self._reset_called:
             self._seed_generators(None if seed is None else int(seed))
         self._options = options

@@ -38,7 +38,7 @@ from buttonup_env.exploit import exploitability
 from buttonup_env.models import shipped_policies
 from buttonup_env.policy import load_policy
 from buttonup_env.records import write_records
-from buttonup_env.rules import LAYOUTS
+from buttonup_env.rules import LAYOUTS, MAX_TARGET
 
 
 @dataclass
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.matches < 1:
             raise ValueError(f"--matches must be >= 1, got {args.matches}")
-        if args.target < 1:
-            raise ValueError(f"--target must be >= 1, got {args.target}")
+        if not 1 <= args.target <= MAX_TARGET:
+            raise ValueError(f"--target must be >= 1 and <= {MAX_TARGET}, got {args.target}")
         if args.seed < 0:
             raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
         for option, path in (("--json", args.json), ("--record", args.record)):

@@ -1,8 +1,11 @@
 """``buttonup-web`` (``python -m buttonup_env.web``): serve the web app on this machine.
 
-Prints the address to open, then serves until Ctrl-C. Exit status: 0 once stopped; 2 for a bad
-argument, opponent or records file, or an address it cannot listen on (one error line); 1 when
-the ``web`` extra is not installed.
+Prints the address to open, then serves until Ctrl-C. Every request meets
+:class:`~buttonup_env.web.guard.RequestGuard` first: only the host names it is served under
+(``localhost``, loopback addresses, ``--host`` and ``--allowed-host``; 421 for others, against
+DNS rebinding), bodies of at most 4 KiB (413), headers within 10 seconds. Exit status: 0 once
+stopped; 2 for a bad argument, opponent or records file, or an address it cannot listen on (one
+error line); 1 when the ``web`` extra is not installed.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ import argparse
 import contextlib
 import errno
 import ipaddress
+import os
 import socket
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..play import _whole_number, parse_arguments
 
@@ -72,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
         "prints a warning)",
     )
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a host name the server also answers, besides localhost, loopback addresses and "
+        "--host (requests naming any other host get 421, which keeps pages of other sites "
+        "from reaching it by DNS rebinding); repeat for several, * for any",
+    )
+    parser.add_argument(
         "--port",
         type=_port,
         default=8000,
@@ -116,20 +129,43 @@ def _players(specs: list[str] | None) -> tuple[list[OfferedPlayer], list[str]]:
     return offer(["perfect"]), notes
 
 
+MAX_RECORDS_BYTES = 64 << 20
+"""The largest records file the server reads at start-up (64 MiB: about 100,000 matches)."""
+
+
 def _records(paths: list[str] | None) -> tuple[list[StoredRecord], list[str]]:
-    """The valid records of ``paths`` and a note per file; :class:`StartError` if unreadable."""
+    """The valid records of ``paths`` and a note per file; :class:`StartError` if a file is
+    unreadable, not a regular file (a folder, a device such as /dev/zero, a pipe) or larger
+    than :data:`MAX_RECORDS_BYTES`."""
+    from ..records import printable
     from .games import load_records
 
     if not paths:
         return [], []
     for path in paths:
-        if Path(path).is_dir():
-            raise StartError(f"--records: {path} is a folder; give a JSON Lines file of records")
+        shown = printable(path)
+        try:
+            info = os.stat(path)
+        except OSError as error:
+            raise StartError(f"--records: cannot read {shown}: {error.strerror}") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise StartError(f"--records: {shown} is a folder; give a JSON Lines file of records")
+        if not stat.S_ISREG(info.st_mode):
+            raise StartError(
+                f"--records: {shown} is not a regular file (a device or a pipe); give a JSON "
+                "Lines file of records"
+            )
+        if info.st_size > MAX_RECORDS_BYTES:
+            raise StartError(
+                f"--records: {shown} is {info.st_size:,} bytes; the server reads records files of "
+                f"at most {MAX_RECORDS_BYTES:,} bytes (python -m buttonup_env.replay checks "
+                "larger ones)"
+            )
     try:
         return load_records(paths)
-    except (OSError, UnicodeDecodeError) as error:
-        why = getattr(error, "strerror", None) or str(error)
-        name = getattr(error, "filename", None) or ", ".join(paths)
+    except OSError as error:
+        why = error.strerror or str(error)
+        name = printable(str(error.filename or ", ".join(paths)))
         raise StartError(f"--records: cannot read {name}: {why}") from None
 
 
@@ -174,6 +210,19 @@ def url(sock: socket.socket, host: str) -> str:
     return f"http://{shown}:{port}/"
 
 
+def make_server(app: Any, header_timeout: float | None = None) -> Any:
+    """The uvicorn server ``buttonup-web`` runs ``app`` with: quiet, and closing connections
+    whose request headers take longer than ``header_timeout`` seconds to arrive (default
+    :data:`~buttonup_env.web.guard.HEADER_TIMEOUT`)."""
+    import uvicorn
+
+    from .guard import HEADER_TIMEOUT, header_timeout_protocol
+
+    protocol = header_timeout_protocol(HEADER_TIMEOUT if header_timeout is None else header_timeout)
+    config = uvicorn.Config(app, http=protocol, log_level="warning", access_log=False)
+    return uvicorn.Server(config)
+
+
 def main(
     argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int:
@@ -185,9 +234,10 @@ def main(
     if isinstance(args, int):
         return args
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - make_server's, looked for before anything starts
 
         from .app import create_app
+        from .guard import AllowedHosts
     except ImportError as error:
         stderr.write(
             f"{parser.prog}: error: the web app needs FastAPI and uvicorn ({error.name} is "
@@ -209,10 +259,11 @@ def main(
             "can reach it can start and play games (there is no login); --host 127.0.0.1 keeps "
             "it to this machine\n"
         )
-    app = create_app(players, records, notes=notes)
+    hosts = AllowedHosts.serving(args.host, args.allowed_host or ())
+    app = create_app(players, records, notes=notes, hosts=hosts)
     stdout.write(f"Button Up! is served at {url(sock, args.host)} (Ctrl-C stops it)\n")
     stdout.flush()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = make_server(app)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops, then re-raises the signal
         server.run(sockets=[sock])
     sock.close()

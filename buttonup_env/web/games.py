@@ -34,7 +34,7 @@ from ..play import (
 )
 from ..records import InvalidRecord, read_records, replay_match, replay_round
 from ..render import COLOR_NAMES
-from ..rules import COLORS, DEFAULT_TARGET, Color, State, parse_board
+from ..rules import COLORS, DEFAULT_TARGET, Color, State, is_whole_number, parse_board
 from ..solver import move_values
 from .models import (
     HUMAN,
@@ -66,6 +66,10 @@ class NotNow(ValueError):
 
 class UnknownGame(LookupError):
     """No game has this id (never made, or dropped to make room)."""
+
+
+class PlayerFailed(RuntimeError):
+    """A bot or policy failed to choose a move (it raised, or chose an illegal slot)."""
 
 
 # --- players ---------------------------------------------------------------------------------
@@ -314,12 +318,19 @@ class Game:
         state = self.state
         player = self.players[state.to_move]
         assert player is not None
-        slot = player.act(state)
-        if slot not in state.legal_moves():
-            who = self.offered[state.to_move]
-            raise RuntimeError(
-                f"{who.label if who else 'the bot'} chose slot {slot!r}, which is not legal on "
-                f"{state.notation!r}"
+        who = self.offered[state.to_move]
+        label = who.label if who else "the bot"
+        try:
+            slot = player.act(state)
+        except Exception as error:  # a policy's runtime can raise anything
+            reason = " ".join(str(error).split())[:160]
+            raise PlayerFailed(
+                f"{label} failed to choose a move on {state.notation!r} "
+                f"({type(error).__name__}: {reason})"
+            ) from error
+        if not is_whole_number(slot) or slot not in state.legal_moves():
+            raise PlayerFailed(
+                f"{label} chose slot {str(slot)[:40]!r}, which is not legal on {state.notation!r}"
             )
         return self._play(int(slot))
 
