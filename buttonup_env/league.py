@@ -23,8 +23,9 @@ posterior, the other ratings refitted, is within 1.92 of its top (a profile like
 relative to the fixed players): lopsided where the results are.
 
 **During training.** :func:`rate_against_ladder` rates one policy against a fixed ladder of
-reference players whose ratings come from a league of their own (``training/train.py`` logs it
-at every periodic evaluation).
+reference players whose ratings are held fixed, those of the shipped league
+(``buttonup_env/models/league.json``) for the default ladder (``training/train.py`` logs it at
+every periodic evaluation).
 
 Players by name (:func:`make_player`): ``random``, ``greedy``, ``perfect``, a graded bot
 ``perfect-P`` (a random legal move with probability ``P``, else the perfect one; see
@@ -47,7 +48,7 @@ import numpy as np
 
 from .bots import BOTS, GRADED_PREFIX, graded_name, graded_p
 from .encoding import ENCODINGS, MAX_LEGAL
-from .models import shipped_policies
+from .models import shipped_policies, shipped_ratings
 from .rules import COLORS, DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, check_target, is_whole_number
 from .tables import RED, GameTables, game_tables
 
@@ -65,10 +66,11 @@ DEFAULT_LADDER = ("random", "greedy", "perfect-0.25", "perfect-0.1", "perfect-0.
 """The reference players that :func:`rate_against_ladder` rates a policy against."""
 
 LADDER_MATCHES = 400
-"""Matches per pair in the league that rates a ladder's players (:func:`ladder_ratings`)."""
+"""Matches per pair in the league that rates a ladder's players the shipped league does not
+(:func:`ladder_ratings`)."""
 
 LADDER_SEED = 2028
-"""Seed of that league (fixed, so that every rating against a ladder uses the same scale)."""
+"""Seed of that league (fixed, so that every rating against one ladder uses the same scale)."""
 
 ROUND_ROBIN_MAX = 12
 """The ``auto`` schedule plays a round robin up to this many players (66 pairs)."""
@@ -868,8 +870,13 @@ def ladder_ratings(
     matches: int = LADDER_MATCHES,
     seed: int = LADDER_SEED,
 ) -> dict[str, float]:
-    """The ratings of a ladder's players, from a round robin of ``matches`` per pair among
-    them (the random bot at 0, or the first player). Computed once per process."""
+    """The ratings of a ladder's players: those of the shipped league
+    (:func:`buttonup_env.models.shipped_ratings`, the scale the web app shows) when it rates
+    them all, as it does the default ladder; otherwise from a round robin of ``matches`` per
+    pair among them (the random bot at 0, or the first player), played once per process."""
+    shipped = shipped_ratings()
+    if all(name in shipped for name in ladder):
+        return {name: shipped[name] for name in ladder}
     table = run_league(ladder, matches, seed)
     return {name: table.elo(name) for name in ladder}
 

@@ -36,33 +36,11 @@ from buttonup_env.league import (
     round_robin,
     schedule,
 )
-from buttonup_env.models import shipped_policy_path
-from buttonup_env.policy import META_ENCODING, META_VERSION, load_policy
+from buttonup_env.models import shipped_policy_path, shipped_ratings
+from buttonup_env.policy import load_policy
 from buttonup_env.records import check_record, replay_match
 from buttonup_env.rules import COLORS, LAYOUTS, State
 from buttonup_env.tables import game_tables
-
-onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-
-def linear_policy(path: Path, encoding: str, seed: int) -> Path:
-    """An exported policy whose logits are ``obs @ W`` for a random ``W``: a real ONNX file that
-    the loader accepts, and another player for every seed."""
-    size, actions = ENCODINGS[encoding].size, ENCODINGS[encoding].actions
-    weight = np.random.default_rng(seed).normal(size=(size, actions)).astype(np.float32)
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["obs", "W"], ["logits"])],
-        "linear",
-        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", size])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", actions])],
-        [numpy_helper.from_array(weight, "W")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    helper.set_model_props(model, {META_ENCODING: encoding, META_VERSION: "1"})
-    onnx.save(model, path)
-    return path
 
 
 def positions(seed: int, count: int) -> list[State]:
@@ -153,7 +131,9 @@ def test_the_greedy_bot_chooses_as_greedybot_would() -> None:
         assert set(counter) <= set(behaviour_of(GreedyBot())(state)), state.notation
 
 
-def test_a_policy_player_chooses_as_the_policy_acts(tmp_path: Path) -> None:
+def test_a_policy_player_chooses_as_the_policy_acts(
+    tmp_path: Path, linear_policy: Callable
+) -> None:
     states = positions(5, 400)
     boards, mover, score = board_numbers(states)
     for encoding in ENCODINGS:
@@ -167,7 +147,9 @@ def test_a_policy_player_chooses_as_the_policy_acts(tmp_path: Path) -> None:
 # --- matches -----------------------------------------------------------------------------------
 
 
-def test_league_matches_are_valid_records_with_the_results_counted(tmp_path: Path) -> None:
+def test_league_matches_are_valid_records_with_the_results_counted(
+    tmp_path: Path, linear_policy: Callable
+) -> None:
     """Every match is replayed by the rules engine: legal moves by the player to move, the
     starting rule, the scores, the winner; the wins and rounds counted are the records'."""
     slots_policy = load_policy(linear_policy(tmp_path / "slots.onnx", "slots", seed=3))
@@ -193,7 +175,9 @@ def test_league_matches_are_valid_records_with_the_results_counted(tmp_path: Pat
         assert (result.wins_a, result.rounds) == (wins, rounds)
 
 
-def test_the_policies_moves_in_league_matches_are_their_own(tmp_path: Path) -> None:
+def test_the_policies_moves_in_league_matches_are_their_own(
+    tmp_path: Path, linear_policy: Callable
+) -> None:
     policy = load_policy(linear_policy(tmp_path / "slots.onnx", "slots", seed=4))
     players = [PolicyPlayer("policy", policy), make_player("perfect-0.5")]
     (result,) = play_pairs(players, [(0, 1)], 6, seed=1, keep_records=True)
@@ -401,6 +385,14 @@ def test_a_rating_gap_predicts_the_score_between_two_bots() -> None:
 
 
 # --- rating against a ladder -------------------------------------------------------------------
+
+
+def test_a_ladder_has_the_shipped_leagues_ratings_or_a_league_of_its_own() -> None:
+    shipped = shipped_ratings()
+    assert league.ladder_ratings() == {name: shipped[name] for name in league.DEFAULT_LADDER}
+    own = league.ladder_ratings(("random", "perfect-0.3"), matches=50, seed=1)
+    table = league.run_league(["random", "perfect-0.3"], 50, seed=1)
+    assert own == {"random": 0.0, "perfect-0.3": table.elo("perfect-0.3")}
 
 
 def test_rating_against_the_ladder_puts_a_ladder_bot_at_its_own_rating() -> None:
