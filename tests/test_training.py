@@ -138,6 +138,8 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
         measured = [r for r in by_move if r is not None]
         assert len(by_move) == 8 and measured and all(r >= 0 for r in measured)
         assert (max(measured) > 0) == (row["regret_perfect"] > 0)
+        assert row["elo_low"] < row["elo"] < row["elo_high"]  # the rating against the ladder
+        assert row["ladder_matches"] == 300 and 0 <= row["ladder_score"] <= 1
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     card = json.loads((run_dir / "final.json").read_text())
@@ -172,6 +174,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
     assert scalar_steps(run_dir, "eval/win_rate_random")
     assert scalar_steps(run_dir, "eval/regret_vs_perfect_first_move")
+    assert scalar_steps(run_dir, "eval/elo") == scalar_steps(run_dir, "eval/win_rate_random")
     assert scalar_steps(run_dir, "pool/size")
 
 
@@ -688,6 +691,14 @@ BAD_TRAIN_ARGS = {
             runs,
         ],
         "--opponents.prioritized needs --vec-env batched",
+    ),
+    "an unknown ladder player": (
+        lambda runs: [*TINY, "--ladder", "random", "nosuchbot", "--runs-dir", runs],
+        "'nosuchbot' is not a player",
+    ),
+    "fewer ladder matches than players": (
+        lambda runs: [*TINY, "--ladder-matches", "3", "--runs-dir", runs],
+        "--ladder-matches must be 0 (no rating) or at least one match per ladder player (6)",
     ),
     "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
     "resume without its state": (lambda runs: broken_run(runs, "{}", None), "latest.json"),
