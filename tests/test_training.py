@@ -23,7 +23,7 @@ import pytest
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
 from buttonup_env._cli import run_cli
-from buttonup_env.bots import GreedyBot, RandomBot
+from buttonup_env.bots import GradedBot, GreedyBot, RandomBot
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy
@@ -1166,6 +1166,20 @@ def test_evaluate_cli_prints_writes_and_records(tmp_path: Path) -> None:
     assert "20 valid, 0 invalid" in replay.stdout
 
 
+def test_evaluate_cli_plays_a_graded_bot(tmp_path: Path) -> None:
+    figures_file = tmp_path / "figures.json"
+    args = ["--model", "perfect-0.25", "--opponent", "greedy", "--matches", "10", "--no-progress"]
+    done = run(EVALUATE, *args, "--json", figures_file)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(figures_file.read_text())
+    result = evaluate(GradedBot(0.25), GreedyBot(), 10, seed=0)
+    assert (result.wins, result.rounds, result.decisions) == (
+        figures["wins"],
+        figures["rounds"],
+        figures["decisions"],
+    )
+
+
 def test_evaluate_cli_plays_an_exported_policy(
     tiny_run: tuple[Path, subprocess.CompletedProcess],
 ) -> None:
@@ -1192,6 +1206,10 @@ BAD_EVALUATE_ARGS = {
     ),
     "untrusted zip": (untrusted_checkpoint, "export it to ONNX with python training/export.py"),
     "negative seed": (lambda _: ["--model", "random", "--seed", "-1"], "--seed must be"),
+    "a graded bot without a probability": (
+        lambda _: ["--model", "perfect-1.5"],
+        "'perfect-1.5' is not a graded bot",
+    ),
     "json into a folder": (
         lambda tmp_path: ["--model", "random", "--json", str(tmp_path)],
         "is a folder",

@@ -540,6 +540,7 @@ class Periodic(BaseCallback):
         message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
             f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
+        message += f"  Elo {row['elo']:.0f}" if "elo" in row else ""
         (self.bar.write if self.bar is not None else print)(message)
         if self.on_eval is not None:
             self.on_eval(row)
