@@ -582,7 +582,7 @@ class LeagueTable:
 
     def win_probability(self, a: str, b: str) -> float:
         """The probability that ``a`` beats ``b`` in a match, by their ratings."""
-        return expected_score(self.elo(a) - self.elo(b))
+        return float(expected_score(self.elo(a) - self.elo(b)))
 
     def gap_interval(self, a: str, b: str) -> tuple[float, float]:
         """The interval of the rating gap ``a`` minus ``b`` in the normal approximation (the
@@ -621,9 +621,8 @@ def expected_score(gap: float | np.ndarray) -> float | np.ndarray:
 
 
 def _z(confidence: float) -> float:
-    from scipy.stats import norm
-
-    return float(norm.ppf(0.5 + confidence / 2))
+    """The normal quantile of a two-sided ``confidence`` (1.96 for 0.95)."""
+    return float(_scipy().special.ndtri(0.5 + confidence / 2))
 
 
 def _scipy() -> Any:

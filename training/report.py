@@ -31,6 +31,7 @@ the periodic evaluations) and rating against exploitability. See docs/league.md.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shlex
 import statistics
@@ -624,10 +625,11 @@ def ratings_report(folders: list[Path], config: ReportConfig, out: Path) -> tupl
         "## Ratings against the ladder",
         "",
         f"Each snapshot rated against the ladder {', '.join(config.ladder)} "
-        f"({config.ladder_matches} matches, seed {config.seed}; the ladder's ratings from its "
-        "own league, the random bot at 0), beside its exact exploitability (round points a "
-        "best response gains per round). Spearman's rank correlation: -1 when the rating "
-        "orders the snapshots exactly as the exploitability does.",
+        f"({config.ladder_matches} matches, seed {config.seed}; the ladder's ratings held "
+        f"fixed at {', '.join(f'{n} {v:.0f}' for n, v in ladder.items())}), beside its exact "
+        "exploitability (round points a best response gains per round). Spearman's rank "
+        "correlation: -1 when the rating orders the snapshots exactly as the exploitability "
+        "does.",
     ]
     figures = {}
     for run_dir in folders:
@@ -635,8 +637,10 @@ def ratings_report(folders: list[Path], config: ReportConfig, out: Path) -> tupl
         elo = [row["elo"] for row in rows]
         exploit = [row["exploitability"] for row in rows]
         rho = float(scipy.stats.spearmanr(elo, exploit).statistic) if len(rows) > 2 else None
+        if rho is not None and not np.isfinite(rho):  # all ratings or all figures equal
+            rho = None
         figures[run_dir.name] = {"spearman": rho, "snapshots": rows}
-        shown = "n/a (fewer than 3 snapshots)" if rho is None else f"{rho:.3f}"
+        shown = "n/a (fewer than 3 snapshots, or no spread)" if rho is None else f"{rho:.3f}"
         text += [
             "",
             f"### {run_dir.name}",
@@ -732,6 +736,7 @@ def main(argv: list[str] | None = None) -> Path:
             ladder = check_ladder(config.ladder)
         except ValueError as error:
             fail(f"--ladder: {error}")
+        config = dataclasses.replace(config, ladder=ladder)  # the players' names, normalised
         if config.ladder_matches < len(ladder):
             fail(f"--ladder-matches must be at least {len(ladder)}, got {config.ladder_matches}")
     if config.reps < 1 or config.top < 1 or config.seed < 0:

@@ -121,9 +121,9 @@ def ratings_of(specs: list[str]) -> dict[str, float]:
 
 
 def _players(specs: list[str] | None) -> tuple[list[OfferedPlayer], list[str]]:
-    """The players to offer (the graded bots of :data:`LEVELS` among
-    them, with the shipped league's ratings) and the notes to show about them;
-    :class:`StartError` if bad."""
+    """The players to offer (the graded bots of :data:`LEVELS` among them, each player with
+    its rating in the shipped league) and the notes to show about them; :class:`StartError`
+    if bad."""
     from .games import offer
 
     notes: list[str] = []
