@@ -23,7 +23,7 @@ import pytest
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
 from buttonup_env._cli import run_cli
-from buttonup_env.bots import GreedyBot, RandomBot
+from buttonup_env.bots import GradedBot, GreedyBot, RandomBot
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy
@@ -46,6 +46,7 @@ TINY = [
     "--eval-every", "128",
     "--checkpoint-every", "128",
     "--eval-matches", "2",
+    "--ladder-matches", "6",
     "--final-eval-matches", "4",
     "--no-progress",
 ]  # fmt: skip
@@ -140,6 +141,8 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
         measured = [r for r in by_move if r is not None]
         assert len(by_move) == 8 and measured and all(r >= 0 for r in measured)
         assert (max(measured) > 0) == (row["regret_perfect"] > 0)
+        assert row["elo_low"] < row["elo"] < row["elo_high"]  # the rating against the ladder
+        assert row["ladder_matches"] == config["ladder_matches"] and 0 <= row["ladder_score"] <= 1
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     card = json.loads((run_dir / "final.json").read_text())
@@ -174,6 +177,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
     assert scalar_steps(run_dir, "eval/win_rate_random")
     assert scalar_steps(run_dir, "eval/regret_vs_perfect_first_move")
+    assert scalar_steps(run_dir, "eval/elo") == scalar_steps(run_dir, "eval/win_rate_random")
     assert scalar_steps(run_dir, "pool/size")
 
 
@@ -689,6 +693,14 @@ BAD_TRAIN_ARGS = {
         ],
         "--opponents.prioritized needs --vec-env batched",
     ),
+    "an unknown ladder player": (
+        lambda runs: [*TINY, "--ladder", "random", "nosuchbot", "--runs-dir", runs],
+        "'nosuchbot' is not a player",
+    ),
+    "fewer ladder matches than players": (
+        lambda runs: [*TINY, "--ladder-matches", "3", "--runs-dir", runs],
+        "--ladder-matches must be 0 (no rating) or at least one match per ladder player (6)",
+    ),
     "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
     "resume without its state": (lambda runs: broken_run(runs, "{}", None), "latest.json"),
     "resume a damaged config": (
@@ -1162,6 +1174,20 @@ def test_evaluate_cli_prints_writes_and_records(tmp_path: Path) -> None:
     assert "20 valid, 0 invalid" in replay.stdout
 
 
+def test_evaluate_cli_plays_a_graded_bot(tmp_path: Path) -> None:
+    figures_file = tmp_path / "figures.json"
+    args = ["--model", "perfect-0.25", "--opponent", "greedy", "--matches", "10", "--no-progress"]
+    done = run(EVALUATE, *args, "--json", figures_file)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(figures_file.read_text())
+    result = evaluate(GradedBot(0.25), GreedyBot(), 10, seed=0)
+    assert (result.wins, result.rounds, result.decisions) == (
+        figures["wins"],
+        figures["rounds"],
+        figures["decisions"],
+    )
+
+
 def test_evaluate_cli_plays_an_exported_policy(
     tiny_run: tuple[Path, subprocess.CompletedProcess],
 ) -> None:
@@ -1188,6 +1214,10 @@ BAD_EVALUATE_ARGS = {
     ),
     "untrusted zip": (untrusted_checkpoint, "export it to ONNX with python training/export.py"),
     "negative seed": (lambda _: ["--model", "random", "--seed", "-1"], "--seed must be"),
+    "a graded bot without a probability": (
+        lambda _: ["--model", "perfect-1.5"],
+        "'perfect-1.5' is not a graded bot",
+    ),
     "json into a folder": (
         lambda tmp_path: ["--model", "random", "--json", str(tmp_path)],
         "is a folder",

@@ -569,6 +569,53 @@ def test_bad_numbers_are_usage_errors() -> None:
         assert code == 2 and "--port" in err
 
 
+def test_graded_bots_are_offered_as_levels_with_their_ratings(records: list[Any]) -> None:
+    levels = ("perfect-0.5", "perfect-0.10")
+    ratings = {"random": 0.0, "perfect-0.5": 330.4, "perfect": 1100.0}
+    players = offer(["perfect-0.3", "greedy"], levels=levels, ratings=ratings)
+    assert [p.key for p in players] == [
+        "perfect-0.3", "greedy", "random", "perfect-0.5", "perfect-0.1", "perfect"
+    ]  # fmt: skip
+    labels = {p.key: p.label for p in players}
+    assert labels["perfect-0.3"] == "the perfect bot with 30% random moves"
+    assert labels["perfect-0.5"] == "level 1 of 2: perfect, 50% random moves"
+    assert labels["perfect-0.1"] == "level 2 of 2: perfect, 10% random moves"
+    options = TestClient(create_app(players, records)).get("/api/options").json()
+    elo = {p["key"]: p["elo"] for p in options["players"]}
+    assert elo == {"perfect-0.3": None, "greedy": None, "random": 0.0, "perfect-0.5": 330.4,
+                   "perfect-0.1": None, "perfect": 1100.0}  # fmt: skip
+
+
+def test_a_level_plays_as_its_graded_bot(records: list[Any]) -> None:
+    client = TestClient(create_app(offer([], levels=["perfect-0.25"]), records))
+    view = new_game(client, red="perfect-0.25", black="perfect", target=3, seed=4)
+    assert view["players"]["R"]["label"] == "level 1 of 1: perfect, 25% random moves"
+    state = view["state"]
+    while not state["match_over"]:
+        response = client.post(f"/api/games/{view['id']}/step")
+        if response.status_code == 409:  # the round is over
+            response = client.post(f"/api/games/{view['id']}/next-round")
+        assert response.status_code == 200, response.text
+        state = check_events(state, response.json()["events"])
+    with pytest.raises(ValueError, match="'perfect-2' is not a graded bot"):
+        offer(["perfect-2"])
+
+
+def test_the_command_offers_the_levels_with_the_shipped_leagues_ratings() -> None:
+    from buttonup_env.models import shipped_ratings
+
+    ratings = shipped_ratings()
+    players, _ = cli._players(None)
+    keys = [p.key for p in players]
+    assert keys == ["buttonup-ppo", "random", "greedy", *cli.LEVELS, "perfect"]
+    for player in players:
+        assert player.elo == ratings[player.key], player.key
+    elo = [p.elo for p in players[1:]]  # the levels climb from the greedy bot to perfect play
+    assert elo == sorted(elo)
+    on_request, _ = cli._players(["perfect-0.3", "buttonup-ppo"])
+    assert on_request[0].elo is None and on_request[1].elo == ratings["buttonup-ppo"]
+
+
 def test_without_the_web_extra_the_command_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -67,6 +67,7 @@ from buttonup_env._cli import run_cli
 from buttonup_env.bots import BOTS
 from buttonup_env.evaluation import evaluate
 from buttonup_env.export import export_onnx
+from buttonup_env.league import DEFAULT_LADDER, check_ladder, rate_against_ladder
 from buttonup_env.nets import RingPolicy
 from buttonup_env.policy import OnnxPolicy
 from buttonup_env.sb3 import SB3VecEnv
@@ -166,6 +167,12 @@ class TrainConfig:
     """Steps between checkpoints (one is also written on Ctrl-C or kill, and at the end)."""
     final_eval_matches: int | None = None
     """Matches against the random bot after training."""
+    ladder: tuple[str, ...] = DEFAULT_LADDER
+    """The reference players each periodic evaluation rates the learner against (Elo, the
+    random bot at 0; see buttonup_env.league)."""
+    ladder_matches: int = 300
+    """Matches against the ladder in each periodic evaluation, shared evenly among its players
+    (0: no rating)."""
     threads: int = 2
     """torch threads."""
     progress: bool = True
@@ -291,6 +298,12 @@ def resolve(config: TrainConfig) -> TrainConfig:
             f"--vec-env batched (got --vec-env {config.vec_env}, whose single envs neither "
             "start rounds at random positions nor report results for prioritized self-play); "
             f"add {' '.join(flag + ' 0' for flag in batched_only)}"
+        )
+    ladder = check_ladder(config.ladder)  # ValueError naming a bad player
+    if config.ladder_matches and config.ladder_matches < len(ladder):
+        raise ValueError(
+            f"--ladder-matches must be 0 (no rating) or at least one match per ladder player "
+            f"({len(ladder)}), got {config.ladder_matches}"
         )
     if config.batch_size > config.n_envs * config.n_steps:
         raise ValueError(
@@ -524,6 +537,10 @@ class Periodic(BaseCallback):
             if name == "perfect":  # where in a round the mistakes sit (the first moves, so far)
                 row["regret_by_move_perfect"] = result.to_dict()["regret_by_move"]
                 self.logger.record("eval/regret_vs_perfect_first_move", result.regret_by_move[0])
+        if c.ladder_matches:  # the rating on the league's scale, against a fixed ladder
+            row.update(rate_against_ladder(player, c.ladder, c.ladder_matches, PERIODIC_EVAL_SEED))
+            for key in ("elo", "elo_low", "elo_high"):
+                self.logger.record(f"eval/{key}", row[key])
         regret = float(row["regret_perfect"])
         self.state["last_eval_steps"] = self.steps
         if regret < self.state.get("best_regret", float("inf")):
@@ -538,6 +555,7 @@ class Periodic(BaseCallback):
         message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
             f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
+        message += f"  Elo {row['elo']:.0f}" if "elo" in row else ""
         (self.bar.write if self.bar is not None else print)(message)
         if self.on_eval is not None:
             self.on_eval(row)

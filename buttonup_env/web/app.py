@@ -274,7 +274,7 @@ def create_app(
     async def options() -> Options:
         """What the page can set up: the players offered (default opponent first)."""
         return Options(
-            players=[PlayerOption(key=p.key, label=p.label) for p in offered],
+            players=[PlayerOption(key=p.key, label=p.label, elo=p.elo) for p in offered],
             default_opponent=offered[0].key,
             max_target=MAX_TARGET,
             records=len(stored),

@@ -36,6 +36,11 @@ SHIPPED_MODELS = (
 
 SHIPPED_LABEL = "the shipped agent (buttonup-ppo)"
 
+LEVELS = ("perfect-0.5", "perfect-0.25", "perfect-0.1", "perfect-0.05")
+"""The graded bots offered as levels between the greedy bot and perfect play, weakest first:
+the perfect bot playing a random legal move half of the time, a quarter, a tenth, a twentieth
+(:class:`buttonup_env.bots.GradedBot`; their ratings are in the shipped league)."""
+
 
 def default_opponent() -> tuple[str, str | None]:
     """The default opponent: the shipped agent, else the perfect bot with a note saying why."""
@@ -93,10 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--opponent",
         action="append",
-        metavar="random|greedy|perfect|PATH.onnx",
-        help="a player to offer: a bot or an exported .onnx policy; repeat to offer several, "
+        metavar="random|greedy|perfect|perfect-P|PATH.onnx",
+        help="a player to offer: a bot, a graded bot perfect-P (a random move with probability "
+        "P, else the perfect one) or an exported .onnx policy; repeat to offer several, "
         "the first is the default opponent (default: the shipped agent buttonup-ppo, or the "
-        "perfect bot if it is missing); the three bots are always offered too",
+        "perfect bot if it is missing); the three bots and the levels "
+        f"{', '.join(LEVELS)} are always offered too",
     )
     parser.add_argument(
         "--records",
@@ -108,25 +115,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def ratings_of(specs: list[str]) -> dict[str, float]:
+    """The shipped league's ratings (:func:`buttonup_env.models.shipped_ratings`) of the bots
+    and graded bots by name, and of each of ``specs`` that is a shipped policy (by its name or
+    its file)."""
+    from ..models import shipped_policies, shipped_policy_path, shipped_ratings
+
+    ratings = shipped_ratings()
+    found = dict(ratings)
+    for spec in specs:
+        for name in shipped_policies():
+            if name not in ratings:
+                continue
+            path = Path(spec)
+            if spec == name or (path.is_file() and path.resolve() == shipped_policy_path(name)):
+                found[spec] = ratings[name]
+    return found
+
+
 def _players(specs: list[str] | None) -> tuple[list[OfferedPlayer], list[str]]:
-    """The players to offer and the notes to show about them; :class:`StartError` if bad."""
+    """The players to offer (the graded bots of :data:`LEVELS` among them, each player with
+    its rating in the shipped league) and the notes to show about them; :class:`StartError`
+    if bad."""
     from .games import offer
 
     notes: list[str] = []
     if specs:
         try:
-            return offer(specs), notes
+            return offer(specs, levels=LEVELS, ratings=ratings_of(specs)), notes
         except ValueError as error:
             raise StartError(f"--opponent: {error}") from None
     spec, note = default_opponent()
     if note is None:
         try:
-            return offer([spec], labels={spec: SHIPPED_LABEL}), notes
+            labels = {spec: SHIPPED_LABEL}
+            return offer([spec], labels, LEVELS, ratings_of([spec])), notes
         except ValueError as error:  # e.g. onnxruntime missing
             note = f"the shipped agent could not be loaded ({error}), so the default opponent "
             note += "is the perfect bot"
     notes.append(note)
-    return offer(["perfect"]), notes
+    return offer(["perfect"], levels=LEVELS, ratings=ratings_of([])), notes
 
 
 MAX_RECORDS_BYTES = 64 << 20
