@@ -36,6 +36,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import prange, types
+from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from .encoding import BOARD_FEATURES, MAX_LEGAL, STACK_FEATURES
@@ -137,6 +138,33 @@ def _below(g: np.ndarray, row: int, n: int) -> int:
     return np.int64(m >> np.uint64(32))
 
 
+@intrinsic
+def _prefetch_row(typingctx: Any, table: Any, row: Any) -> Any:
+    """Ask the CPU to start loading row ``row`` of a C-ordered 2-D ``table`` into its caches
+    (``llvm.prefetch``). Passes over the batch prefetch a few envs ahead: a board's row is a
+    random place in a large table, and waiting for each in turn would cost its full latency."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        columns = cgutils.unpack_tuple(builder, array.shape, 2)[1]
+        row = context.cast(builder, args[1], signature.args[1], types.intp)
+        pointer = builder.gep(array.data, [builder.mul(row, columns)])
+        byte = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        function = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32])
+        )
+        # a read, kept in all cache levels, of data
+        builder.call(function, [builder.bitcast(pointer, byte), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(table, row), codegen
+
+
+AHEAD = 16
+"""How many envs ahead a pass prefetches its look-ups."""
+
+
 def _sample(g, row, doubles, bounds, integers):
     """``doubles[i]``: ``random()`` of generator ``row``, one at a time; then ``integers[j, i]``:
     ``integers(bounds[j])``. For the tests that hold these draws to numpy's."""
@@ -231,15 +259,23 @@ def observation_records(tables: GameTables, encoding: str) -> np.ndarray:
 
 
 # --- the game ----------------------------------------------------------------------------------
+# A ply is a list of envs (ascending, ``envs[:count]``) and each one's slot (``slot[env]``). The
+# envs whose opponent is to move after a ply are among those that moved in it, so each ply's
+# list is the previous one, filtered in place.
 
 
-def _agent_slots(actions, by_slot, board, records, raise_illegal, slot, illegal, done, reward):
-    """The agents' moves: ``slot[i]`` the slot env i's agent lifts, -1 for an illegal action
-    (``illegal[i]``). Returns the first env with an illegal action, or -1. Unless
-    ``raise_illegal``, those envs' episodes end with reward -1; with it nothing changes but
-    ``slot`` and ``illegal`` (the caller raises)."""
+def _agent_moves(actions, by_slot, board, records, raise_illegal, slot, illegal, done, reward,
+                 envs):  # fmt: skip
+    """The agents' moves: ``envs[:count]`` the envs whose agent lifts a legal slot
+    (``slot[env]``); ``illegal[i]`` for the others. Returns (the first env with an illegal
+    action or -1, count). Unless ``raise_illegal``, the illegal actions end their episodes
+    with reward -1; with it nothing else changes (the caller raises)."""
     first = -1
-    for i in range(len(actions)):
+    count = 0
+    n = len(actions)
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_row(records, board[i + AHEAD])
         flags = records[board[i], FLAGS]
         a = actions[i]
         if by_slot:
@@ -249,63 +285,42 @@ def _agent_slots(actions, by_slot, board, records, raise_illegal, slot, illegal,
             legal = a < (flags >> COUNT_SHIFT) & 3
             s = (records[board[i], RANDOM] >> (4 * a)) & 15
         illegal[i] = not legal
-        slot[i] = s if legal else -1
-        if not legal and first < 0:
+        if legal:
+            slot[i] = s
+            envs[count] = i
+            count += 1
+        elif first < 0:
             first = i
     if first >= 0 and not raise_illegal:
         for i in range(len(actions)):
             if illegal[i]:
                 reward[i] = -1.0
                 done[i] = True
-    return first
+    return first, count
 
 
-agent_slots = _compile(_agent_slots)
-
-
-def _play_moves(
-    slot,
-    board,
-    to_move,
-    agent,
-    starter,
-    score,
-    done,
-    records,
-    round_episodes,
-    round_reward,
-    target,
-    g,
-    reward,
-    round_points,
-    has_points,
-    round_over,
-):
-    """Lift ``slot[i]`` in every env where it is >= 0 (legal moves only); then score the
-    rounds that ended, and end the episodes or deal the next rounds (the numpy env's ``_move``
-    and ``_end_rounds``). ``round_over[i]`` tells whether env i's round ended here. Returns
-    the number of rounds that ended."""
-    n = len(slot)
+def _play_moves(envs, count, slot, board, to_move, agent, starter, score, done, records,
+                round_episodes, round_reward, target, g, reward, round_points, has_points,
+                ended):  # fmt: skip
+    """Lift ``slot[env]`` in the envs ``envs[:count]`` (legal moves); then score the rounds
+    that ended, and end the episodes or deal the next rounds (the numpy env's ``_move`` and
+    ``_end_rounds``). Returns how many rounds ended, their envs in ``ended`` (ascending)."""
     # pass 1: sow; the mover keeps the turn after an extra turn
-    ended = 0
-    for i in range(n):
+    over = 0
+    for k in range(count):
+        i = envs[k]
         s = slot[i]
-        over = False
-        if s >= 0:
-            b = board[i]
-            flags = records[b, FLAGS]
-            board[i] = records[b, NEXT + s]
-            if (flags >> s) & 1 == 0:
-                to_move[i] = 1 - to_move[i]
-            over = (flags >> (ENDS_BIT + s)) & 1 == 1
-            ended += over
-        round_over[i] = over
-    if ended == 0:
-        return 0
+        b = board[i]
+        flags = records[b, FLAGS]
+        board[i] = records[b, NEXT + s]
+        if (flags >> s) & 1 == 0:
+            to_move[i] = 1 - to_move[i]
+        if (flags >> (ENDS_BIT + s)) & 1:
+            ended[over] = i
+            over += 1
     # pass 2: the rounds that ended, in env order (the next layouts are drawn in that order)
-    for i in range(n):
-        if not round_over[i]:
-            continue
+    for k in range(over):
+        i = ended[k]
         margin = np.int64(records[board[i], MARGIN])  # Red's
         red, black = max(margin, 0), max(-margin, 0)
         score[i, 0] += red
@@ -333,134 +348,105 @@ def _play_moves(
             starter[i] = 0 if score[i, 0] < score[i, 1] else 1
         to_move[i] = starter[i]
         board[i] = _below(g, MAIN, NUM_LAYOUTS)
-    return ended
+    return over
 
 
-def _opponent_slots(board, to_move, agent, done, opponent, player_bot, records, g, slot, draws):
-    """``slot[i]``: the move of env i's opponent when it is to move, -1 when it is not. The
-    bots' moves are drawn here (``player_bot[k]`` the bot of player k: 0 random, 1 greedy,
-    2 perfect; ``draws`` is scratch); a policy's are -2, for the caller to fill in. Returns
-    (opponents to move, policies among them)."""
+def _opponent_slots(envs, count, board, to_move, agent, done, opponent, player_bot, records,
+                    g, slot, draws):  # fmt: skip
+    """Keep in ``envs`` the envs of ``envs[:count]`` whose opponent is to move, and set
+    ``slot[env]``: drawn here for the bots (``player_bot[k]`` the bot of player k: 0 random,
+    1 greedy, 2 perfect; ``draws`` is scratch), -2 for a policy (the caller fills it in).
+    Returns (how many are kept, policies among them)."""
     pending = 0
     policies = 0
-    for i in range(len(board)):  # pass 1: who moves, and the bots' tie-breaking draws
+    for k in range(count):  # pass 1: who moves, and the bots' tie-breaking draws
+        i = envs[k]
         if done[i] or to_move[i] == agent[i]:
-            slot[i] = -1
             continue
+        envs[pending] = i
         pending += 1
         bot = player_bot[opponent[i]]
         if bot < 0:
             slot[i] = -2
             policies += 1
         else:
-            slot[i] = -3
             draws[i] = _random(g, RANDOM_BOT + bot)
-    for i in range(len(board)):  # pass 2: the bots' candidates (look-ups only, so they overlap)
-        if slot[i] != -3:
-            continue
+    for k in range(pending):  # pass 2: the bots' candidates
+        if k + AHEAD < pending:
+            _prefetch_row(records, board[envs[k + AHEAD]])
+        i = envs[k]
         bot = player_bot[opponent[i]]
+        if bot < 0:
+            continue
         if bot == 0:
             word = records[board[i], RANDOM]
         elif bot == 1:
             word = records[board[i], GREEDY + to_move[i]]
         else:
             word = records[board[i], PERFECT + to_move[i]]
-        k = np.int64(draws[i] * ((word >> 12) & 3))  # one of the candidates, uniformly
-        slot[i] = (word >> (4 * k)) & 15
+        choice = np.int64(draws[i] * ((word >> 12) & 3))  # one of the candidates, uniformly
+        slot[i] = (word >> (4 * choice)) & 15
     return pending, policies
 
 
-def _bot_plies(
-    board,
-    to_move,
-    agent,
-    starter,
-    score,
-    done,
-    opponent,
-    player_bot,
-    records,
-    round_episodes,
-    round_reward,
-    target,
-    g,
-    reward,
-    round_points,
-    has_points,
-    round_over,
-    slot,
-    draws,
-):
-    """The opponents' moves, one ply (a move of every opponent to move) after another, until
-    every live env waits for its agent (returns 0) or a policy is to move (returns 1: ``slot``
-    holds the ply, -2 where a policy moves). Rounds end only for the bots' envs here."""
+def _bot_plies(envs, count, board, to_move, agent, starter, score, done, opponent, player_bot,
+               records, round_episodes, round_reward, target, g, reward, round_points,
+               has_points, ended, slot, draws):  # fmt: skip
+    """The opponents' moves in the envs ``envs[:count]``, one ply (a move of every opponent
+    to move) after another, until every one of them waits for its agent (returns (0, 0)) or
+    a policy is to move (returns (1, pending): ``envs[:pending]`` is the ply, ``slot`` holds
+    the bots' moves and -2 where a policy moves). Rounds end only in the bots' envs here."""
     for _ in range(10 * NUM_SLOTS):  # far more than any chain of opponent moves
-        pending, policies = opponent_slots(
-            board, to_move, agent, done, opponent, player_bot, records, g, slot, draws
-        )
-        if pending == 0:
-            return 0
+        count, policies = opponent_slots(
+            envs, count, board, to_move, agent, done, opponent, player_bot, records, g, slot,
+            draws,
+        )  # fmt: skip
+        if count == 0:
+            return 0, 0
         if policies > 0:
-            return 1
-        play_moves(
-            slot,
-            board,
-            to_move,
-            agent,
-            starter,
-            score,
-            done,
-            records,
-            round_episodes,
-            round_reward,
-            target,
-            g,
-            reward,
-            round_points,
-            has_points,
-            round_over,
-        )
-    return 2  # the caller raises: a bug
+            return 1, count
+        play_moves(envs, count, slot, board, to_move, agent, starter, score, done, records,
+                   round_episodes, round_reward, target, g, reward, round_points, has_points,
+                   ended)  # fmt: skip
+    return 2, count  # the caller raises: a bug
 
 
 play_moves = _compile(_play_moves)
+agent_moves = _compile(_agent_moves)
 opponent_slots = _compile(_opponent_slots)
 bot_plies = _compile(_bot_plies)
 
 
-def _start_episodes(new, agent_color, first, board, to_move, agent, starter, score, done, g):
-    """New episodes in the envs where ``new[i]``: the agent's colour (``agent_color``, or
+def _start_episodes(envs, agent_color, first, board, to_move, agent, starter, score, done, g):
+    """New episodes in the envs ``envs`` (ascending): the agent's colour (``agent_color``, or
     drawn when -1), the starter (``first``, or drawn), a layout. From the batch's generator
     in the numpy env's order: every colour, then every starter, then every layout."""
-    n = len(new)
-    for i in range(n):
-        if new[i]:
-            agent[i] = _below(g, MAIN, 2) if agent_color < 0 else agent_color
-    for i in range(n):
-        if new[i]:
-            starter[i] = _below(g, MAIN, 2) if first < 0 else first
-    for i in range(n):
-        if new[i]:
-            to_move[i] = starter[i]
-            score[i, 0] = 0
-            score[i, 1] = 0
-            board[i] = _below(g, MAIN, NUM_LAYOUTS)
-            done[i] = False
+    for i in envs:
+        agent[i] = _below(g, MAIN, 2) if agent_color < 0 else agent_color
+    for i in envs:
+        starter[i] = _below(g, MAIN, 2) if first < 0 else first
+    for i in envs:
+        to_move[i] = starter[i]
+        score[i, 0] = 0
+        score[i, 1] = 0
+        board[i] = _below(g, MAIN, NUM_LAYOUTS)
+        done[i] = False
 
 
-def _random_starts(new, probability, max_moves, board, to_move, agent, records, g, chosen, moves):
-    """``random_start``: in each new round, with ``probability``, 1 to ``max_moves`` moves
-    drawn uniformly among the legal ones, played by whoever is to move; the agent then takes
-    the side to move. The draws in the numpy env's order: whether each round starts at
-    random, how many moves each, then the first move of each, the second, ..."""
-    n = len(new)
-    for i in range(n):
-        chosen[i] = new[i] and _random(g, MAIN) < probability
-    for i in range(n):
+def _random_starts(envs, probability, max_moves, board, to_move, agent, records, g, chosen,
+                   moves):  # fmt: skip
+    """``random_start`` in the new rounds of ``envs`` (ascending): with ``probability``, 1 to
+    ``max_moves`` moves drawn uniformly among the legal ones, played by whoever is to move;
+    the agent then takes the side to move. The draws in the numpy env's order: whether each
+    round starts at random, how many moves each, then the first move of each, the second...
+    (``chosen`` and ``moves`` are scratch)."""
+    for i in envs:
+        chosen[i] = _random(g, MAIN) < probability
+    for i in envs:
         if chosen[i]:
             moves[i] = 1 + _below(g, MAIN, max_moves)
     for k in range(max_moves):
-        for i in range(n):
+        for i in envs:
             if chosen[i] and moves[i] > k:  # six moves leave three stacks: no round ends
                 b = board[i]
                 word = records[b, RANDOM]
@@ -468,7 +454,7 @@ def _random_starts(new, probability, max_moves, board, to_move, agent, records, 
                 board[i] = records[b, NEXT + s]
                 if (records[b, FLAGS] >> s) & 1 == 0:
                     to_move[i] = 1 - to_move[i]
-    for i in range(n):
+    for i in envs:
         if chosen[i]:
             agent[i] = to_move[i]
 
@@ -503,7 +489,10 @@ def _observe(
     planes to copy (one record per board), then the copying, 27 floats per stack."""
     width = records.shape[1]
     by_slot = places == NUM_SLOTS
-    for j in prange(len(rows)):  # pass 1: which planes, and the masks
+    n = len(rows)
+    for j in prange(n):  # pass 1: which planes, and the masks
+        if j + AHEAD < n:
+            _prefetch_row(records, board[rows[j + AHEAD]])
         b = board[rows[j]]
         side = own[j] * num_stacks
         for p in range(places):
@@ -518,15 +507,16 @@ def _observe(
             count = (mask >> NUM_SLOTS) & 3
             for a in range(MAX_LEGAL):
                 masks[j, a] = 1 if a < count else 0
-    view = STACK_FEATURES * NUM_SLOTS + (2 if flags else 0)  # floats per view
+    view = BOARD_FEATURES + 2 if flags else BOARD_FEATURES  # floats per view
+    gap = view - BOARD_FEATURES  # between the views: the afterstate flags
     for j in prange(len(rows)):  # pass 2: the planes, then the scores or the flags
         i = rows[j]
         o = i if scatter else j
-        for p in range(places):
+        for p in range(places):  # place p % 9 of view p // 9 (for slots: slot p)
             plane = ids[j, p]
-            start = STACK_FEATURES * p + (0 if by_slot else (view - BOARD_FEATURES) * (p // 9))
+            first = STACK_FEATURES * p + gap * (p // NUM_SLOTS)
             for f in range(STACK_FEATURES):
-                out[o, start + f] = planes[plane, f]
+                out[o, first + f] = planes[plane, f]
         if by_slot:  # own score / target, the opponent's (capped at 1, divided in float64
             # as ButtonUp-v0 does), 1 / target
             mine = score[i, 0] if own[j] == RED else score[i, 1]

@@ -568,9 +568,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         n = self.num_envs
         self._records = self._kernels.board_records(self.tables)
         self._rows = np.arange(n)
+        self._envs = np.zeros(n, dtype=np.int64)  # the envs of the current ply: envs[:count]
         self._slot = np.full(n, -1, dtype=np.int64)  # each env's move in the current ply
         self._draws = np.zeros(n, dtype=np.float64)  # the bots' tie-breaking draws
-        self._round_over = np.zeros(n, dtype=bool)  # the rounds that ended in the last ply
+        self._ended = np.zeros(n, dtype=np.int64)  # the envs whose round ended in the last ply
         self._chosen = np.zeros(n, dtype=bool)  # the new rounds that start at random
         self._start_moves = np.zeros(n, dtype=np.int64)  # how many random moves they get
         self._address_generators: tuple[np.random.Generator, ...] = ()
@@ -655,13 +656,14 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         obs = np.empty((self.num_envs, *self.single_observation_space.shape), np.float32)
         return obs, self._compiled_encode(self.encoding, self._rows, self._agent, obs, False)
 
-    def _compiled_start(self, new: np.ndarray) -> None:
-        """New episodes in the envs where ``new`` (as :meth:`_start_episodes`)."""
+    def _compiled_start(self, idx: np.ndarray) -> None:
+        """New episodes in the envs ``idx`` (as :meth:`_start_episodes`); they are the
+        current ply's envs afterwards."""
         k = self._kernels
         color = self._options.get("agent_color", self.agent_color_choice)
         first = self._options.get("first")
         k.start_episodes(
-            new,
+            idx,
             -1 if color is None else COLORS.index(color),
             -1 if first is None else COLORS.index(first),
             self._board,
@@ -673,10 +675,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._generator_addresses(),
         )
         if self.pool is not None:
-            self._draw_opponents(np.flatnonzero(new))  # with the same generator, in Python
+            self._draw_opponents(idx)  # with the same generator, in Python
         if self.random_start:
             k.random_starts(
-                new,
+                idx,
                 self.random_start,
                 self.random_start_moves,
                 self._board,
@@ -687,10 +689,14 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 self._chosen,
                 self._start_moves,
             )
+        self._envs[: len(idx)] = idx
 
-    def _compiled_moves(self, out: dict[str, np.ndarray]) -> None:
-        """Play ``self._slot`` (as :meth:`_move`); tell the pool how its rounds ended."""
+    def _compiled_moves(self, count: int, out: dict[str, np.ndarray]) -> None:
+        """Play ``self._slot`` in the envs ``self._envs[:count]`` (as :meth:`_move`); tell the
+        pool how its rounds ended."""
         ended = self._kernels.play_moves(
+            self._envs,
+            count,
             self._slot,
             self._board,
             self._to_move,
@@ -706,19 +712,21 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             out["reward"],
             out["round_points"],
             out["_round_points"],
-            self._round_over,
+            self._ended,
         )
         if ended and self.pool is not None:
-            idx = np.flatnonzero(self._round_over)
+            idx = self._ended[:ended].copy()
             points = out["round_points"][idx]
             margin = points[:, 0] - points[:, 1]  # Red's
             self._record_snapshot_rounds(idx, np.where(self._agent[idx] == RED, margin, -margin))
 
-    def _compiled_play_opponents(self, out: dict[str, np.ndarray]) -> None:
-        """Let the opponents move until every live env waits for its agent (as
-        :meth:`_play_opponents`): the bots' plies in a kernel, the policies' here."""
+    def _compiled_play_opponents(self, count: int, out: dict[str, np.ndarray]) -> None:
+        """Let the opponents of the envs ``self._envs[:count]`` move until each waits for its
+        agent (as :meth:`_play_opponents`): the bots' plies in a kernel, the policies' here."""
         for _ in range(10 * NUM_SLOTS):  # far more than any chain of opponent moves
-            status = self._kernels.bot_plies(
+            status, count = self._kernels.bot_plies(
+                self._envs,
+                count,
                 self._board,
                 self._to_move,
                 self._agent,
@@ -735,7 +743,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 out["reward"],
                 out["round_points"],
                 out["_round_points"],
-                self._round_over,
+                self._ended,
                 self._slot,
                 self._draws,
             )
@@ -743,14 +751,14 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 return
             if status == 2:
                 break
-            self._policy_moves()
-            self._compiled_moves(out)
+            self._policy_moves(self._envs[:count])
+            self._compiled_moves(count, out)
         raise RuntimeError("the opponents did not hand the move back (a bug in buttonup_env)")
 
-    def _policy_moves(self) -> None:
-        """Fill in the policies' moves of the current ply (``self._slot == -2``): one
+    def _policy_moves(self, ply: np.ndarray) -> None:
+        """Fill in the policies' moves of the ply ``ply`` (where ``self._slot`` is -2): one
         inference call per policy for all the envs it plays in."""
-        pending = np.flatnonzero(self._slot == -2)
+        pending = ply[self._slot[ply] == -2]
         mover = self._to_move[pending]
         slots = np.empty(len(pending), dtype=np.int64)
         which = self._opponent[pending]
@@ -777,7 +785,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         out = self._new_out()
         illegal = np.empty(n, dtype=bool)
         raise_illegal = self.illegal_action == "raise"
-        bad = self._kernels.agent_slots(
+        bad, count = self._kernels.agent_moves(
             actions,
             self.encoding == "slots",
             self._board,
@@ -787,11 +795,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             illegal,
             self._done,
             out["reward"],
+            self._envs,
         )
         if bad >= 0 and raise_illegal:
             raise ValueError(f"illegal action in env {bad}: {self._illegal(bad, actions)}")
-        self._compiled_moves(out)
-        self._compiled_play_opponents(out)
+        self._compiled_moves(count, out)
+        self._compiled_play_opponents(count, out)
 
         terminated = self._done.copy()
         info_extra: dict[str, Any] = {"illegal_action": illegal}
@@ -801,8 +810,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._compiled_encode(self.encoding, ended, self._agent[ended], final_obs, True)
             info_extra["final_obs"] = final_obs
             info_extra["_final_obs"] = terminated
-            self._compiled_start(terminated)
-            self._compiled_play_opponents(out)  # the new episodes' opening moves
+            self._compiled_start(ended)
+            self._compiled_play_opponents(len(ended), out)  # the new episodes' opening moves
         obs, mask = self._observation_and_mask()
         info = self._info(out, mask)
         info.update(info_extra)
@@ -832,8 +841,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._start_episodes(np.arange(self.num_envs))
             self._play_opponents(out)
         else:
-            self._compiled_start(np.ones(self.num_envs, dtype=bool))
-            self._compiled_play_opponents(out)
+            self._compiled_start(np.arange(self.num_envs))
+            self._compiled_play_opponents(self.num_envs, out)
         obs, mask = self._observation_and_mask()
         return obs, self._info(out, mask)
 

@@ -315,7 +315,7 @@ _, info = env.reset(seed=0)
 for _ in range(20):
     _, _, _, _, info = env.step(info["action_mask"].argmax(axis=1))
 hits = sum(sum(k.stats.cache_hits.values()) for k in (kernels.play_moves, kernels.bot_plies,
-           kernels.start_episodes, kernels.random_starts, kernels.agent_slots,
+           kernels.start_episodes, kernels.random_starts, kernels.agent_moves,
            kernels.observe[0]))
 print(hits, round(time.perf_counter() - start, 2))
 """
