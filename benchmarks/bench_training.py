@@ -10,23 +10,27 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
   (training/train.py's defaults: pure self-play, against snapshots of the learner; the
   first is written before the first step, as train.py does), without its periodic
   evaluations and checkpoints;
+* ``default, numpy env``: the same with the batched env's numpy backend (``backend="numpy"``,
+  the reference implementation, as the batched env stepped before its compiled kernels);
 * ``previous``: the defaults before the batched env (ButtonUp-v0 envs in a DummyVecEnv, 8 envs
   x 256 steps, batch 512, 2 x 256 hidden units, no random starts, the perfect bot as the
   opponent of 80% of the episodes), the same otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
 
-For both ButtonUp setups it also reports where the time goes: the share spent collecting
+For the ButtonUp setups it also reports where the time goes: the share spent collecting
 rollouts (env steps and the policy's forward passes) against the gradient updates.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch as th
@@ -36,8 +40,11 @@ from stable_baselines3.common.env_util import make_vec_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
 
+import train
 from train import SOLVER_MIX, TrainConfig, make_model, resolve, write_snapshot
 from train import make_vec_env as make_training_envs
+
+from buttonup_env.vector import ButtonUpVectorEnv
 
 PREVIOUS = dict(
     vec_env="dummy",
@@ -49,6 +56,24 @@ PREVIOUS = dict(
     opponents=SOLVER_MIX,
 )
 """The training defaults before the batched env (commit e8c9c8e)."""
+
+
+class NumpyBatch(ButtonUpVectorEnv):
+    """The batched env on its numpy backend, for ``train.make_vec_env`` to build."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, backend="numpy", **kwargs)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def numpy_backend() -> Iterator[None]:
+    """train.py's batched env on the numpy backend while inside."""
+    compiled = train.ButtonUpVectorEnv
+    train.ButtonUpVectorEnv = NumpyBatch
+    try:
+        yield
+    finally:
+        train.ButtonUpVectorEnv = compiled
 
 
 class TimeSplit(BaseCallback):
@@ -111,25 +136,33 @@ def main() -> None:
     default = resolve(TrainConfig())
     previous = resolve(dataclasses.replace(default, **PREVIOUS))
     th.set_num_threads(default.threads)
-    names = ("default", "previous", "CartPole-v1")
+    setups = (("default", default), ("default, numpy env", default), ("previous", previous))
+    names = (*(name for name, _ in setups), "CartPole-v1")
     rates: dict[str, list[float]] = {name: [] for name in names}
-    shares: dict[str, list[float]] = {"default": [], "previous": []}
+    shares: dict[str, list[float]] = {name: [] for name, _ in setups}
     for _ in range(args.repeats):
         rates["CartPole-v1"].append(cartpole(args.steps))
-        for name, config in (("default", default), ("previous", previous)):
-            rate, share = buttonup(config, args.steps)
+        for name, config in setups:
+            with numpy_backend() if "numpy" in name else contextlib.nullcontext():
+                rate, share = buttonup(config, args.steps)
             rates[name].append(rate)
             shares[name].append(share)
     med = {name: statistics.median(values) for name, values in rates.items()}
     print(f"training steps per second, median of {args.repeats} repeats of {args.steps:,} steps")
-    for name, config in (("default", default), ("previous", previous)):
+    for name, config in setups:
         print(
-            f"  ButtonUp {name:8s} ({config.vec_env}, {config.n_envs} envs x {config.n_steps}, "
+            f"  ButtonUp {name:18s} ({config.vec_env}, {config.n_envs} envs x {config.n_steps}, "
             f"batch {config.batch_size}, hidden {'x'.join(map(str, config.hidden))}): "
             f"{med[name]:>8,.0f}  ({100 * statistics.median(shares[name]):.0f}% of the time "
             "collecting rollouts, the rest in updates)"
         )
     print(f"  CartPole-v1, SB3 PPO MlpPolicy, 8 envs: {med['CartPole-v1']:>8,.0f}")
+    compiled = [d / p for d, p in zip(rates["default"], rates["default, numpy env"], strict=True)]
+    print(
+        f"default / default with the numpy env: {statistics.median(compiled):.2f} (per repeat: "
+        + ", ".join(f"{r:.2f}" for r in compiled)
+        + ")"
+    )
     speedups = [d / p for d, p in zip(rates["default"], rates["previous"], strict=True)]
     print(
         f"default / previous: {statistics.median(speedups):.2f} (per repeat: "

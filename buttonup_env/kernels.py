@@ -6,9 +6,10 @@ readable reference that the tests replay with the rules engine. The two give the
 bit for bit: the same moves, the same draws from the same generators in the same order, the
 same observations (the tests compare them after every step).
 
-Each kernel is a few flat passes over the whole batch (one env after another inside a pass,
-so that the look-ups of different envs overlap in the CPU), reading one 64-byte record per
-board (:func:`board_records`) that holds everything a move needs. What draws random numbers
+Each kernel is a few flat passes over the batch, or over the envs of the current ply (one env
+after another inside a pass, so that the look-ups of different envs overlap in the CPU, and
+prefetching a few envs ahead), reading one 64-byte record per board (:func:`board_records`)
+that holds everything a move needs. What draws random numbers
 (the bots' tie-breaks, new layouts, colours, starters, random starts) runs on one thread, in
 env order, so that every draw is the numpy env's; the observations and masks are passes of
 their own, which run on ``threads`` threads when that is above 1.

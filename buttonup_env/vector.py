@@ -14,7 +14,9 @@ tests replay with the rules engine.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,21 @@ ENCODING_SIZES = {name: encoding.size for name, encoding in ENCODINGS.items()}
 BOT_NAMES = ("random", "greedy", "perfect")
 BACKENDS = ("numba", "numpy")
 """How a batch is stepped: compiled kernels (:mod:`buttonup_env.kernels`) or numpy."""
+
+
+_COLOR_NAMES = np.array(COLORS)  # "R", "B" by colour number, for info["agent_color"]
+_NO_CONTEXT = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _numba_threads(numba: Any, threads: int) -> Iterator[None]:
+    """numba's parallel loops on ``threads`` threads, then back to what they were."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 # --- batched players -------------------------------------------------------------------------
@@ -110,10 +127,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     The step is compiled with numba (:mod:`buttonup_env.kernels`): flat passes over the whole
     batch for the agents' moves, the bots' replies, the ends of rounds, new episodes and the
     observations. Nothing compiles on import; the first ``reset`` and ``step`` of a process
-    compile the kernels (about 10 seconds the first time on a 2-core machine), and numba
-    caches the machine code on disk, so later processes load it in well under a second (the
-    cache lives next to the package, or in ``~/.cache/numba`` when the package folder is
-    read-only; ``$NUMBA_CACHE_DIR`` overrides both). A policy opponent (an ONNX file, a
+    compile the kernels (about 6 seconds on a loaded 2-core machine), and numba caches the
+    machine code on disk, so later processes load it in about half a second (the cache lives
+    next to the package, or in numba's user-wide folder, ``~/.cache/numba``, when the package
+    folder is read-only; ``$NUMBA_CACHE_DIR`` overrides both). A policy opponent (an ONNX file, a
     shipped policy, the pool's snapshots) is one batched inference call per ply of its moves,
     between kernel calls. ``backend="numpy"`` plays the same games, bit for bit, with numpy
     array operations (the readable reference; no compilation, several times slower).
@@ -155,7 +172,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       the points of the last round that ended in the step, for the envs where one did.
     * ``final_obs``, ``_final_obs``: see Autoreset.
 
-    :meth:`states` gives every env's position as a :class:`~buttonup_env.rules.State`.
+    Every array that :meth:`reset` and :meth:`step` return (observations, rewards,
+    terminations, the info arrays) is new: it is the caller's to keep, and later steps never
+    change it. :meth:`states` gives every env's position as a
+    :class:`~buttonup_env.rules.State`.
 
     ## Arguments
     ``gymnasium.make_vec("ButtonUp-v0", num_envs=N, ...)`` or ``ButtonUpVectorEnv(N, ...)``:
@@ -555,7 +575,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _info(self, out: dict[str, np.ndarray], mask: np.ndarray | None = None) -> dict[str, Any]:
         info: dict[str, Any] = {
             "action_mask": self._mask_int8(self.encoding, self._board) if mask is None else mask,
-            "agent_color": np.array(COLORS)[self._agent],
+            "agent_color": _COLOR_NAMES[self._agent],
         }
         if out["_round_points"].any():
             info["round_points"] = out["round_points"]
@@ -582,10 +602,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _generator_addresses(self) -> np.ndarray:
         """Where the kernels find the batch's and the bots' generators (rows: kernels.MAIN,
         RANDOM_BOT, GREEDY_BOT, PERFECT_BOT); rebuilt when a generator is replaced."""
-        generators = (self._rng, *(self._bots[name].rng for name in BOT_NAMES))
-        if any(a is not b for a, b in zip(generators, self._address_generators, strict=False)) or (
-            len(self._address_generators) != len(generators)
-        ):
+        bots = self._bots
+        generators = (self._rng, bots["random"].rng, bots["greedy"].rng, bots["perfect"].rng)
+        if generators != self._address_generators:  # Generators compare by identity
             self._addresses = self._kernels.generator_addresses(list(generators))
             self._address_generators = generators  # held, so that the addresses stay valid
         return self._addresses
@@ -604,22 +623,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
 
     def _numba_threads(self) -> Any:
         """A context in which numba's parallel loops use ``self.threads`` threads."""
-        import contextlib
-
         if self.threads == 1:
-            return contextlib.nullcontext()
-
-        @contextlib.contextmanager
-        def threads() -> Any:
-            numba = self._kernels.numba
-            before = numba.get_num_threads()
-            numba.set_num_threads(self.threads)
-            try:
-                yield
-            finally:
-                numba.set_num_threads(before)
-
-        return threads()
+            return _NO_CONTEXT
+        return _numba_threads(self._kernels.numba, self.threads)
 
     def _compiled_encode(
         self, encoding: str, rows: np.ndarray, own: np.ndarray, out: np.ndarray, scatter: bool
@@ -860,7 +866,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             raise ValueError(
                 f"action {array[bad]} of env {bad} is out of range; actions are 0 to {limit - 1}"
             )
-        return array.astype(np.int64)
+        return array.astype(np.int64, copy=False)  # read, never written
 
     def step(
         self, actions: Any
