@@ -127,8 +127,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     The step is compiled with numba (:mod:`buttonup_env.kernels`): flat passes over the whole
     batch for the agents' moves, the bots' replies, the ends of rounds, new episodes and the
     observations. Nothing compiles on import; the first ``reset`` and ``step`` of a process
-    compile the kernels (about 6 seconds on a loaded 2-core machine), and numba caches the
-    machine code on disk, so later processes load it in about half a second (the cache lives
+    compile the kernels (3 to 7 seconds on a 2-core machine, depending on its load), and numba
+    caches the machine code on disk, so later processes load it in 0.3 to 0.7 s (the cache lives
     next to the package, or in numba's user-wide folder, ``~/.cache/numba``, when the package
     folder is read-only; ``$NUMBA_CACHE_DIR`` overrides both). A policy opponent (an ONNX file, a
     shipped policy, the pool's snapshots) is one batched inference call per ply of its moves,
