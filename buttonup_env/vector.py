@@ -599,6 +599,25 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self._bot_players: tuple[Any, ...] = ()
         self._player_bot = np.zeros(0, dtype=np.int64)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickling and deep copies: without the kernels' module and the raw addresses of
+        this object's generators (a copy has generators of its own), which are made again."""
+        state = self.__dict__.copy()
+        if state.get("_kernels") is not None:
+            state["_kernels"] = None
+            state["_records"] = None
+            state["_address_generators"] = ()
+            state["_addresses"] = np.zeros((0, 3), dtype=np.uint64)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.backend == "numba":
+            from . import kernels
+
+            self._kernels = kernels
+            self._records = kernels.board_records(self.tables)
+
     def _generator_addresses(self) -> np.ndarray:
         """Where the kernels find the batch's and the bots' generators (rows: kernels.MAIN,
         RANDOM_BOT, GREEDY_BOT, PERFECT_BOT); rebuilt when a generator is replaced."""

@@ -256,6 +256,26 @@ def arrays(out: tuple[Any, ...]) -> list[np.ndarray]:
     return [np.asarray(v) for v in values] + [np.asarray(v) for v in info.values()]
 
 
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_a_pickled_or_copied_batch_steps_like_the_original(backend: str) -> None:
+    """A copy has generators of its own: it must draw from them, never from the original's."""
+    import copy
+    import pickle
+
+    env = ButtonUpVectorEnv(32, opponent="perfect", backend=backend, target=3)
+    env.reset(seed=6)
+    rng = np.random.default_rng(6)
+    for _ in range(5):
+        env.step(random_actions(rng, env.action_masks(), 9, 0.0))
+    copies = [pickle.loads(pickle.dumps(env)), copy.deepcopy(env)]
+    actions = [random_actions(rng, env.action_masks(), 9, 0.05) for _ in range(30)]
+    outs = [[e.step(a) for a in actions] for e in (env, *copies)]
+    for other in outs[1:]:
+        for step, (a, b) in enumerate(zip(outs[0], other, strict=True)):
+            assert_same(a, b, f"step {step}")
+    assert json.dumps(copies[0].get_state()) == json.dumps(env.get_state())
+
+
 @pytest.mark.parametrize(
     "kwargs, named",
     [
