@@ -200,7 +200,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       observations and masks (numba's parallel loops; the game logic, which draws the random
       numbers, stays on one thread, so the games do not depend on it). At most numba's
       ``NUMBA_NUM_THREADS`` (the number of CPUs unless set). On a shared 2-core machine at
-      4,096 envs one thread was the faster (two: 0.95 to 0.97 times, see
+      4,096 envs one thread was the faster (two: 0.97 to 0.98 times, see
       ``benchmarks/README.md``); two can only pay off where a second core is idle.
 
     ``reset(seed=...)`` makes the whole batch reproducible: the draws, the bots' tie-breaks
