@@ -4,8 +4,9 @@
     python wheel_smoke.py policy                 # after: pip install "buttonup_env-*.whl[policy]"
 
 It runs from an empty folder outside the clone, so everything it uses must come from the
-installed package: the import, ButtonUp-v0, the shipped agent (package data), and the two
-commands. ``core`` checks that the plain install needs only gymnasium and numpy; ``policy``
+installed package: the import, ButtonUp-v0, the batched env's compiled kernels, the shipped
+agent (package data), and the two commands. ``core`` checks that the plain install needs only
+gymnasium, numpy and numba; ``policy``
 that the shipped agent loads by name and plays. RECORDS.jsonl is a file of valid records.
 Exits with a one-line message at the first check that fails.
 """
@@ -51,7 +52,7 @@ def installed_package() -> None:
     )
     core = [r for r in importlib.metadata.requires("buttonup-env") or [] if "extra ==" not in r]
     names = sorted(r.split(">")[0].split("=")[0].split("<")[0].strip() for r in core)
-    check(names == ["gymnasium", "numpy"], f"the core install requires {core}")
+    check(names == ["gymnasium", "numba", "numpy"], f"the core install requires {core}")
     check(importlib.util.find_spec("torch") is None, "torch is installed; nothing here needs it")
     check("buttonup-ppo" in shipped_policies(), f"no buttonup-ppo in {SHIPPED_DIR}")
     check((SHIPPED_DIR / "buttonup-ppo.json").is_file(), "the shipped agent's card is missing")
@@ -69,6 +70,23 @@ def env_steps(opponent: str) -> None:
         steps += 1
     check(terminated and reward in (1.0, -1.0), f"the match against {opponent} did not end")
     print(f"ButtonUp-v0 against {opponent}: a match in {steps} steps, reward {reward:+.0f}")
+
+
+def batched_env() -> None:
+    """The compiled batched env from the installed package plays the numpy env's games."""
+    envs = [
+        gym.make_vec("ButtonUp-v0", num_envs=64, opponent="perfect", backend=backend)
+        for backend in ("numba", "numpy")
+    ]
+    outs = [env.reset(seed=0) for env in envs]
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        mask = outs[0][-1]["action_mask"]
+        actions = (mask * rng.random(mask.shape)).argmax(axis=1)
+        outs = [env.step(actions) for env in envs]
+        for a, b in zip(outs[0][:3], outs[1][:3], strict=True):
+            check(np.array_equal(a, b), "the compiled batched env left the numpy env's game")
+    print("the batched env: 50 steps of 64 games, compiled and numpy alike")
 
 
 def replay(records: Path) -> None:
@@ -98,6 +116,7 @@ def core(records: Path) -> None:
     installed_package()
     check(importlib.util.find_spec("onnxruntime") is None, "onnxruntime came with the core")
     env_steps("random")
+    batched_env()
     replay(records)
     play("perfect")
     try:

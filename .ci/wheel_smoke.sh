@@ -3,7 +3,7 @@
 # missing from the sdist breaks the wheel too), install the wheel into a fresh virtual
 # environment in an empty temporary folder, and run .ci/wheel_smoke.py there: nothing from the
 # clone is importable, so the installed package must stand alone. First the core install
-# (gymnasium and numpy only), then with the [policy] extra for the shipped agent.
+# (gymnasium, numpy and numba only), then with the [policy] extra for the shipped agent.
 #
 #   bash .ci/wheel_smoke.sh            # needs `build` in the current python (pip install build)
 #   PYTHON=python3.12 bash .ci/wheel_smoke.sh

@@ -1,6 +1,7 @@
 """Training throughput: the default training setup, the previous one, and SB3 PPO on CartPole.
 
     python benchmarks/bench_training.py [--steps 131072] [--repeats 3]
+    python benchmarks/bench_training.py --profile [--steps 65536]
 
 Three learners run one after the other, ``--repeats`` times, each for ``--steps`` environment
 steps; the figures are medians of steps per second (rollouts and gradient updates together),
@@ -10,23 +11,32 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
   (training/train.py's defaults: pure self-play, against snapshots of the learner; the
   first is written before the first step, as train.py does), without its periodic
   evaluations and checkpoints;
+* ``default, numpy env``: the same with the batched env's numpy backend (``backend="numpy"``,
+  the reference implementation, as the batched env stepped before its compiled kernels);
 * ``previous``: the defaults before the batched env (ButtonUp-v0 envs in a DummyVecEnv, 8 envs
   x 256 steps, batch 512, 2 x 256 hidden units, no random starts, the perfect bot as the
   opponent of 80% of the episodes), the same otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
 
-For both ButtonUp setups it also reports where the time goes: the share spent collecting
+For the ButtonUp setups it also reports where the time goes: the share spent collecting
 rollouts (env steps and the policy's forward passes) against the gradient updates.
+
+``--profile`` instead runs the default setup once with timers around the batched env's step
+and the ONNX snapshots' inference, and splits the run's time: the gradient updates, and in the
+rollouts the env's step (the snapshots' inference, the kernels, SB3VecEnv's infos) and the
+rest (the policy's forward passes, SB3's rollout buffer).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch as th
@@ -36,8 +46,11 @@ from stable_baselines3.common.env_util import make_vec_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
 
+import train
 from train import SOLVER_MIX, TrainConfig, make_model, resolve, write_snapshot
 from train import make_vec_env as make_training_envs
+
+from buttonup_env.vector import ButtonUpVectorEnv
 
 PREVIOUS = dict(
     vec_env="dummy",
@@ -49,6 +62,24 @@ PREVIOUS = dict(
     opponents=SOLVER_MIX,
 )
 """The training defaults before the batched env (commit e8c9c8e)."""
+
+
+class NumpyBatch(ButtonUpVectorEnv):
+    """The batched env on its numpy backend, for ``train.make_vec_env`` to build."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, backend="numpy", **kwargs)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def numpy_backend() -> Iterator[None]:
+    """train.py's batched env on the numpy backend while inside."""
+    compiled = train.ButtonUpVectorEnv
+    train.ButtonUpVectorEnv = NumpyBatch
+    try:
+        yield
+    finally:
+        train.ButtonUpVectorEnv = compiled
 
 
 class TimeSplit(BaseCallback):
@@ -93,6 +124,74 @@ def buttonup(config: TrainConfig, steps: int) -> tuple[float, float]:
         return rate, split.rollout / (split.rollout + split.update)
 
 
+@contextlib.contextmanager
+def timed(owner: type, name: str, totals: dict[str, float]) -> Iterator[None]:
+    """Add the wall time of every call of ``owner.name`` to ``totals[name]`` while inside."""
+    method = getattr(owner, name)
+
+    def wrapper(*args: object, **kwargs: object) -> object:
+        start = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            totals[name] += time.perf_counter() - start
+
+    totals[name] = 0.0
+    setattr(owner, name, wrapper)
+    try:
+        yield
+    finally:
+        setattr(owner, name, method)
+
+
+def profile(config: TrainConfig, steps: int) -> None:
+    """Where one run of ``config`` spends its time: timers around the env's step, the ONNX
+    snapshots' inference, and the rollouts and updates (TimeSplit)."""
+    from buttonup_env.policy import OnnxPolicy
+    from buttonup_env.sb3 import SB3VecEnv
+
+    totals: dict[str, float] = {}
+    with (
+        timed(SB3VecEnv, "step_wait", totals),
+        timed(ButtonUpVectorEnv, "step", totals),
+        timed(OnnxPolicy, "logits", totals),
+    ):
+        with tempfile.TemporaryDirectory() as folder:
+            run_dir = Path(folder)
+            (run_dir / "snapshots").mkdir()
+            venv = make_training_envs(config, run_dir)
+            model = make_model(config, venv)
+            write_snapshot(model, run_dir)
+            split = TimeSplit()
+            start = time.perf_counter()
+            split._mark = start
+            model.learn(steps, callback=split)
+            total = time.perf_counter() - start
+            venv.close()
+    rows = [
+        ("collecting rollouts", split.rollout),
+        ("  the batched env's step, SB3VecEnv.step_wait", totals["step_wait"]),
+        ("    ButtonUpVectorEnv.step", totals["step"]),
+        ("      the ONNX snapshots' inference (OnnxPolicy.logits)", totals["logits"]),
+        (
+            "      the rest: the kernels and the Python around them",
+            totals["step"] - totals["logits"],
+        ),
+        ("    SB3VecEnv's infos (one dict per env)", totals["step_wait"] - totals["step"]),
+        (
+            "  the rest: the policy's forward passes, SB3's buffer",
+            split.rollout - totals["step_wait"],
+        ),
+        ("gradient updates", split.update),
+    ]
+    print(
+        f"where a default run of {steps:,} steps spends its time: {total:.1f} s, "
+        f"{steps / total:,.0f} steps a second"
+    )
+    for label, seconds in rows:
+        print(f"  {label:58s} {seconds:7.2f} s  {100 * seconds / total:5.1f}%")
+
+
 def cartpole(steps: int) -> float:
     venv = make_vec_env("CartPole-v1", n_envs=8, seed=0)
     model = PPO("MlpPolicy", venv, seed=0, device="cpu")
@@ -105,31 +204,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=131_072, help="steps per learner and repeat")
     parser.add_argument("--repeats", type=int, default=3, help="repeats (medians are reported)")
+    parser.add_argument("--profile", action="store_true", help="where a default run's time goes")
     args = parser.parse_args()
     if min(args.steps, args.repeats) < 1:
         parser.error(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")
     default = resolve(TrainConfig())
     previous = resolve(dataclasses.replace(default, **PREVIOUS))
     th.set_num_threads(default.threads)
-    names = ("default", "previous", "CartPole-v1")
+    if args.profile:
+        profile(default, args.steps)
+        return
+    setups = (("default", default), ("default, numpy env", default), ("previous", previous))
+    names = (*(name for name, _ in setups), "CartPole-v1")
     rates: dict[str, list[float]] = {name: [] for name in names}
-    shares: dict[str, list[float]] = {"default": [], "previous": []}
+    shares: dict[str, list[float]] = {name: [] for name, _ in setups}
     for _ in range(args.repeats):
         rates["CartPole-v1"].append(cartpole(args.steps))
-        for name, config in (("default", default), ("previous", previous)):
-            rate, share = buttonup(config, args.steps)
+        for name, config in setups:
+            with numpy_backend() if "numpy" in name else contextlib.nullcontext():
+                rate, share = buttonup(config, args.steps)
             rates[name].append(rate)
             shares[name].append(share)
     med = {name: statistics.median(values) for name, values in rates.items()}
     print(f"training steps per second, median of {args.repeats} repeats of {args.steps:,} steps")
-    for name, config in (("default", default), ("previous", previous)):
+    for name, config in setups:
         print(
-            f"  ButtonUp {name:8s} ({config.vec_env}, {config.n_envs} envs x {config.n_steps}, "
+            f"  ButtonUp {name:18s} ({config.vec_env}, {config.n_envs} envs x {config.n_steps}, "
             f"batch {config.batch_size}, hidden {'x'.join(map(str, config.hidden))}): "
             f"{med[name]:>8,.0f}  ({100 * statistics.median(shares[name]):.0f}% of the time "
             "collecting rollouts, the rest in updates)"
         )
     print(f"  CartPole-v1, SB3 PPO MlpPolicy, 8 envs: {med['CartPole-v1']:>8,.0f}")
+    compiled = [d / p for d, p in zip(rates["default"], rates["default, numpy env"], strict=True)]
+    print(
+        f"default / default with the numpy env: {statistics.median(compiled):.2f} (per repeat: "
+        + ", ".join(f"{r:.2f}" for r in compiled)
+        + ")"
+    )
     speedups = [d / p for d, p in zip(rates["default"], rates["previous"], strict=True)]
     print(
         f"default / previous: {statistics.median(speedups):.2f} (per repeat: "

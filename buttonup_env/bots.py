@@ -124,5 +124,79 @@ class PerfectBot(_SeededBot):
         return _pick([slot for slot, v in values.items() if v == best], self.rng)
 
 
+class GradedBot(_SeededBot):
+    """The perfect bot with mistakes: a uniformly random legal move with probability ``p``,
+    otherwise a move of the exact solver's best value (ties broken at random).
+
+    ``p`` = 0 plays as :class:`PerfectBot` and ``p`` = 1 as :class:`RandomBot`; in between the
+    graded bots are the steps of a strength scale. Its name is ``perfect-P`` (``perfect-0.3``
+    for ``p`` = 0.3, see :func:`graded_name`), the name the league and the web app accept.
+    """
+
+    def __init__(self, p: float, seed: int | np.random.Generator | None = None) -> None:
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+            raise ValueError(f"p={p!r} is not allowed; use a probability in [0, 1]")
+        super().__init__(seed)
+        self.p = float(p)
+
+    def act(self, state: State) -> int:
+        """A random legal slot with probability ``p``, else a best move by the solver's values."""
+        legal = _legal(state)
+        if self.rng.random() < self.p:
+            return _pick(legal, self.rng)
+        values = solver.move_values(state)
+        best = max(values.values())
+        return _pick([slot for slot, v in values.items() if v == best], self.rng)
+
+    def __repr__(self) -> str:
+        return f"GradedBot({self.p:g})"
+
+
 BOTS = {"random": RandomBot, "greedy": GreedyBot, "perfect": PerfectBot}
 """The built-in bots by the names the environment and the scripts accept."""
+
+GRADED_PREFIX = "perfect-"
+"""A graded bot's name is this prefix and its probability of a random move: ``perfect-0.3``."""
+
+
+def graded_name(p: float) -> str:
+    """The name of the graded bot with probability ``p`` of a random move (``perfect-0.3``)."""
+    return f"{GRADED_PREFIX}{p:g}"
+
+
+def graded_p(name: str) -> float | None:
+    """The probability of a random move that a graded bot's name gives (0.3 for
+    ``perfect-0.3``), or None for a name that is not a graded bot's.
+
+    Raises ``ValueError`` for ``perfect-`` followed by something that is not a probability in
+    [0, 1] (``perfect-1.5``, ``perfect-x``).
+    """
+    if not isinstance(name, str) or not name.lower().startswith(GRADED_PREFIX):
+        return None
+    text = name[len(GRADED_PREFIX) :]
+    try:
+        p = float(text)
+    except ValueError:
+        p = float("nan")
+    if not 0.0 <= p <= 1.0:  # NaN fails too
+        raise ValueError(
+            f"{name!r} is not a graded bot: after {GRADED_PREFIX!r} comes the probability of a "
+            f"random move, a number from 0 to 1 (e.g. {GRADED_PREFIX}0.3), not {text!r}"
+        )
+    return p
+
+
+def make_bot(name: str, seed: int | np.random.Generator | None = None) -> Player:
+    """The bot called ``name``: ``random``, ``greedy``, ``perfect`` or a graded ``perfect-P``.
+
+    Raises ``ValueError`` naming the allowed names for any other name.
+    """
+    if name in BOTS:
+        return BOTS[name](seed)
+    p = graded_p(name)
+    if p is None:
+        raise ValueError(
+            f"{name!r} is not a bot; the bots are {', '.join(BOTS)} and the graded "
+            f"{GRADED_PREFIX}P (a random move with probability P, e.g. {GRADED_PREFIX}0.3)"
+        )
+    return GradedBot(p, seed)

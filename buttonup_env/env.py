@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, SupportsFloat
 
@@ -60,10 +62,71 @@ def _opponent_choices() -> str:
 
 
 def _choice(name: str, value: object, allowed: tuple[Any, ...]) -> None:
-    if value not in allowed:
+    # a str (or None) among ``allowed``: ``in`` alone would ask arrays and odd objects to compare
+    if not ((value is None or isinstance(value, str)) and value in allowed):
         raise ValueError(
-            f"{name}={value!r} is not allowed; use one of {', '.join(map(repr, allowed))}"
+            f"{name}={_shown(value)} is not allowed; use one of {', '.join(map(repr, allowed))}"
         )
+
+
+def _shown(value: object) -> str:
+    """``value`` as Python writes it, cut short when long (for messages)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def action_slot(action: object, actions: int = NUM_SLOTS) -> int:
+    """The number ``action`` names, when it is in the action space ``Discrete(actions)``: a
+    whole number (Python or numpy, or a 0-d integer array) from 0 to ``actions - 1``.
+
+    Raises ``ValueError`` naming it otherwise (12, -1, 3.7, ``"3"``, ``True``, ``None``): such
+    an action is a mistake in the calling code, not a move. A number in the space that is not
+    a legal move in the position is the env's to judge (``illegal_action``).
+    """
+    value = action
+    if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
+        value = action.item()
+    if is_whole_number(value) and 0 <= value < actions:  # type: ignore[operator]
+        return int(value)  # type: ignore[call-overload]
+    raise ValueError(
+        f"action {_shown(action)} is not in the action space Discrete({actions}): an action is "
+        f"a whole number from 0 to {actions - 1}"
+    )
+
+
+COLOR_OPTIONS = ("agent_color", "first")
+"""The reset options of ``ButtonUp-v0`` and the batched env; each is ``"R"``, ``"B"`` or None."""
+
+
+def reset_options(
+    options: object, allowed: tuple[str, ...] = COLOR_OPTIONS, unknown: str = "raise"
+) -> dict[str, Any]:
+    """``reset(options=...)`` checked: None or a mapping whose keys are among ``allowed`` and
+    whose values are ``"R"``, ``"B"`` or None (every reset option names a colour). Raises
+    ``ValueError`` in one sentence otherwise; with ``unknown="warn"`` (the PettingZoo env)
+    unknown keys are dropped with a warning instead. The single, batched and PettingZoo envs
+    all read their options here."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError(
+            f"options={_shown(options)} is not allowed; reset options are a dict with the keys "
+            f"{', '.join(map(repr, allowed))}"
+        )
+    names = sorted((k for k in options if not (isinstance(k, str) and k in allowed)), key=repr)
+    if names and unknown == "raise":
+        raise ValueError(
+            f"unknown reset option(s) {names}; allowed: {', '.join(map(repr, allowed))}"
+        )
+    if names:
+        warnings.warn(
+            f"unknown reset option(s) {names} ignored; allowed: {', '.join(map(repr, allowed))}",
+            stacklevel=3,
+        )
+    checked = {k: v for k, v in options.items() if k not in names}
+    for key, value in checked.items():
+        _choice(f"options[{key!r}]", value, (None, "R", "B"))
+    return checked
 
 
 class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
@@ -83,7 +146,9 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
 
     ## Action Space
     ``Discrete(9)``: the slot to lift. A slot is legal when it holds a stack with at least one
-    white button. :meth:`action_masks` gives the legal slots.
+    white button. :meth:`action_masks` gives the legal slots. An action outside ``Discrete(9)``
+    (12, -1, 3.7, ``"3"``) raises ``ValueError``; a slot that is not legal in the position is
+    an illegal action (see ``illegal_action``). A 0-d integer array is its slot.
 
     ## Observation Space
     ``Box(0, 1, (246,), float32)``, from the agent's point of view (the ``slots`` encoding of
@@ -134,7 +199,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
       is called at every reset with the environment's generator. It can be replaced between
       episodes with :meth:`set_opponent`.
     * ``agent_color``: ``"R"``, ``"B"`` or ``None`` (default: drawn at every reset).
-    * ``target``: points that win a match (default 15).
+    * ``target``: points that win a match (default 15, at most
+      :data:`~buttonup_env.rules.MAX_TARGET`, 1,000).
     * ``reward``: ``"match"`` (default) or ``"round"``, see Rewards.
     * ``episode``: ``"match"`` (default) or ``"round"``: one round per episode, from 0-0.
     * ``illegal_action``: ``"end"`` (default: episode ends with -1) or ``"raise"``
@@ -144,7 +210,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
       ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
 
     ``reset(options=...)`` accepts ``{"agent_color": "R"|"B", "first": "R"|"B"}`` for one
-    episode.
+    episode; anything else raises ``ValueError``.
 
     ## Version History
     * v0: initial version.
@@ -234,17 +300,10 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start a new match (or round); play the opponent's opening moves if it starts."""
+        options = reset_options(options)
         super().reset(seed=seed)
-        options = dict(options or {})
-        unknown = set(options) - {"agent_color", "first"}
-        if unknown:
-            raise ValueError(
-                f"unknown reset option(s) {sorted(unknown)}; allowed: 'agent_color', 'first'"
-            )
         agent_color = options.get("agent_color", self.agent_color_choice)
-        _choice("options['agent_color']", agent_color, (None, "R", "B"))
         first = options.get("first")
-        _choice("options['first']", first, (None, "R", "B"))
         self.agent_color = self._draw_color() if agent_color is None else agent_color
         if first is None:
             first = self._draw_color()
@@ -320,9 +379,10 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
             raise RuntimeError("call reset() before step()")
         if self._done:
             raise RuntimeError("the episode is over; call reset() to start a new one")
+        slot = action_slot(action)  # ValueError outside Discrete(9)
         legal = state.legal_moves()
-        if action not in legal or not is_whole_number(action):
-            message = state._illegal_message(action, legal)
+        if slot not in legal:
+            message = state._illegal_message(slot, legal)
             if self.illegal_action == "raise":
                 raise ValueError(f"illegal action: {message}")
             self._done = True
@@ -335,7 +395,6 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
                 False,
                 self._info({"illegal_action": True, "opponent_moves": []}),
             )
-        slot = int(action)
         self._last_move = slot
         self.state = state._successor(slot)
         reward, info = self._advance()

@@ -15,7 +15,6 @@ never imports this module. Following the PettingZoo convention::
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -26,14 +25,13 @@ from pettingzoo.utils import wrappers
 
 from . import render as _render
 from .encoding import SlotEncoding, legal_mask
-from .env import MAX_ROUND_MARGIN, REWARDS, _choice
+from .env import MAX_ROUND_MARGIN, REWARDS, _choice, action_slot, reset_options
 from .rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
     Color,
     State,
     check_target,
-    is_whole_number,
     random_layout,
     round_points,
 )
@@ -230,16 +228,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         """Start a new match: draw the first layout, and the starter unless ``options`` names it."""
         if seed is not None:
             self._np_random, _ = seeding.np_random(seed)
-        options = dict(options or {})
-        unknown = set(options) - set(RESET_OPTIONS)
-        if unknown:
-            warnings.warn(
-                f"unknown reset option(s) {sorted(unknown)} ignored; allowed: "
-                f"{', '.join(map(repr, RESET_OPTIONS))}",
-                stacklevel=2,
-            )
-        first = options.get("first")
-        _choice("options['first']", first, (None, "R", "B"))
+        first = reset_options(options, RESET_OPTIONS, unknown="warn").get("first")
         if first is None:
             first = "R" if self.np_random.integers(2) == 0 else "B"
         self.position = State.new_round(random_layout(self.np_random), first, target=self.target)
@@ -267,13 +256,11 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
             return
         state = self._require_position("step()")
         legal = state.legal_moves()
-        if action not in legal or not is_whole_number(action):
-            raise ValueError(
-                f"illegal action by {agent!r}: {state._illegal_message(action, legal)}"
-            )
+        slot = action_slot(action)  # ValueError outside Discrete(9)
+        if slot not in legal:
+            raise ValueError(f"illegal action by {agent!r}: {state._illegal_message(slot, legal)}")
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
-        slot = int(action)  # type: ignore[arg-type]
         self._last_move = slot
         state = state._successor(slot)
         extra: dict[str, Any] = {}

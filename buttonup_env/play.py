@@ -42,7 +42,7 @@ from .env import make_opponent
 from .match import Match
 from .models import shipped_policies
 from .render import COLOR_NAMES, paint
-from .rules import DEFAULT_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State, other
+from .rules import DEFAULT_TARGET, MAX_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State, other
 
 QUIT_WORDS = ("q", "quit", "exit")
 HELP_WORDS = ("?", "h", "help")
@@ -404,24 +404,26 @@ def load_opponent(spec: str) -> tuple[Player, str]:
 
 
 # --- command line ----------------------------------------------------------------------------
-def _whole_number(minimum: int, what: str) -> Callable[[str], int]:
-    """An argparse type: a whole number >= ``minimum``, else one sentence saying so."""
+def _whole_number(minimum: int, what: str, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``minimum`` to ``maximum`` (None: no upper
+    bound), else one sentence saying so."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(
-                f"{value} is not a {what}: use a whole number >= {minimum}"
-            )
+            shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
+            raise argparse.ArgumentTypeError(f"{shown} is not a whole number") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            span = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            shown = str(value) if len(text) <= 40 else "a number that large"
+            raise argparse.ArgumentTypeError(f"{shown} is not a {what}: use a whole number {span}")
         return value
 
     return parse
 
 
-_target = _whole_number(1, "target")
+_target = _whole_number(1, "target", MAX_TARGET)
 _seed = _whole_number(0, "seed")
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from .encoding import ENCODINGS, RingEncoding, SlotEncoding
 from .models import shipped_policies, shipped_policy_path
-from .rules import State
+from .rules import LAYOUTS, State
 
 META_ENCODING = "buttonup_env.encoding"
 META_VERSION = "buttonup_env.format"
@@ -65,6 +65,38 @@ class _PolicyPlayer:
     def logits(self, observations: np.ndarray) -> np.ndarray:
         """Action logits for a batch of observations ``[batch, size]``."""
         raise NotImplementedError
+
+    PROBE_STATES = (
+        State.new_round(LAYOUTS[0], "R"),
+        State.new_round(LAYOUTS[-1], "B", {"R": 7, "B": 3}),
+    )
+    """The positions a loaded policy is tried on (two, so that a batch is needed)."""
+
+    def _probe(self) -> None:
+        """Run the policy once on :data:`PROBE_STATES`; ``ValueError`` unless it gives finite
+        logits of the right shape (so a broken file is refused here, not in the middle of a
+        game)."""
+        observations = np.stack([self.encoding.encode(s, s.to_move) for s in self.PROBE_STATES])
+        try:
+            logits = self.logits(observations)
+        except Exception as error:  # onnxruntime and torch raise many types
+            reason = " ".join(str(error).split())[:200]
+            raise ValueError(
+                f"{self.path} fails when it is run on two positions ({type(error).__name__}: "
+                f"{reason})"
+            ) from None
+        expected = (len(self.PROBE_STATES), self.encoding.actions)
+        if not isinstance(logits, np.ndarray) or logits.shape != expected:
+            shape = getattr(logits, "shape", type(logits).__name__)
+            raise ValueError(
+                f"{self.path} gives logits of shape {shape} for two positions; a policy gives "
+                f"{list(expected)}"
+            )
+        if not np.isfinite(logits).all():
+            raise ValueError(
+                f"{self.path} gives logits that are not finite (NaN or infinite) on two set-up "
+                "positions; its weights are broken"
+            )
 
     def act(self, state: State) -> int:
         """The slot this policy lifts in ``state`` (its best legal action unless sampling)."""
@@ -115,25 +147,39 @@ class OnnxPolicy(_PolicyPlayer):
             )
         self.encoding = ENCODINGS[name]
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
+        size, actions = self.encoding.size, self.encoding.actions
         shapes_ok = (
             len(inputs) == 1
             and inputs[0].name == INPUT_NAME
-            and list(inputs[0].shape[1:]) == [self.encoding.size]
+            and len(inputs[0].shape) == 2
+            and list(inputs[0].shape[1:]) == [size]
             and any(o.name == OUTPUT_NAME for o in outputs)
         )
         if not shapes_ok:
             found = ", ".join(f"{i.name} {i.shape}" for i in inputs)
             raise ValueError(
                 f"{self.path} takes inputs ({found}); the {name!r} encoding needs one input "
-                f"{INPUT_NAME!r} of shape [batch, {self.encoding.size}]"
+                f"{INPUT_NAME!r} of shape [batch, {size}]"
             )
-        out_shape = next(o.shape for o in outputs if o.name == OUTPUT_NAME)
-        if list(out_shape[1:]) != [self.encoding.actions]:
+        output = next(o for o in outputs if o.name == OUTPUT_NAME)
+        if len(output.shape) != 2 or list(output.shape[1:]) != [actions]:
             raise ValueError(
-                f"{self.path} outputs {OUTPUT_NAME!r} of shape {out_shape}; the {name!r} "
-                f"encoding needs [batch, {self.encoding.actions}]"
+                f"{self.path} outputs {OUTPUT_NAME!r} of shape {output.shape}; the {name!r} "
+                f"encoding needs [batch, {actions}]"
             )
+        for what, arg in (("takes", inputs[0]), ("outputs", output)):
+            if arg.type != "tensor(float)":
+                raise ValueError(
+                    f"{self.path} {what} {arg.name!r} as {arg.type}; a policy {what} float32 "
+                    f"(tensor(float)) [batch, {size if arg is inputs[0] else actions}]"
+                )
+            if isinstance(arg.shape[0], int):
+                raise ValueError(
+                    f"{self.path} {what} {arg.name!r} of the fixed shape {arg.shape}; a policy "
+                    "takes a batch of any size (its first dimension must be named, as 'batch')"
+                )
         self.metadata = dict(meta)
+        self._probe()
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
         return self.session.run([OUTPUT_NAME], {INPUT_NAME: observations.astype(np.float32)})[0]
@@ -151,6 +197,7 @@ class SB3Policy(_PolicyPlayer):
         self.model = model
         self.path = Path(path)
         self.encoding = _encoding_of(model, self.path)
+        self._probe()
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
         import torch as th

@@ -9,7 +9,9 @@ not ``true``. A match record's input is ``target`` (15 when absent),
 
 from __future__ import annotations
 
+import codecs
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,32 @@ class InvalidRecord(ValueError):
     """A record that breaks the rules or claims something false; the message says what."""
 
 
+MAX_LINE_BYTES = 1 << 20
+"""The longest line a records file may have, in bytes (1 MiB; a match record of a thousand
+rounds fits): a longer line is one invalid record, and reading goes on after it."""
+
+NAME_CHARS = 80
+"""How much of a record's id :attr:`RecordLine.name` shows."""
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` safe to print on one line: every character that does not print (newlines,
+    escape codes, other control and format characters, lone surrogates) written as its Python
+    escape (``\\n``, ``\\x1b``, ``\\u202e``), and cut to ``limit`` characters with ``...``."""
+    if limit is not None and len(text) > limit:
+        text = text[: max(limit - 3, 0)] + "..."
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``value`` as Python writes it (``repr``), cut to ``limit`` characters, for messages."""
+    return printable(repr(value), limit)
+
+
 @dataclass(frozen=True)
 class RecordLine:
     """One line of a records file: its number, and the record or why it could not be read."""
@@ -34,30 +62,68 @@ class RecordLine:
 
     @property
     def name(self) -> str:
-        """The record's id, or ``line N`` when it has none."""
-        if isinstance(self.record, dict) and isinstance(self.record.get("id"), str | int):
-            return str(self.record["id"])
+        """The record's id (safe to print: see :func:`printable`, at most ``NAME_CHARS``
+        characters), or ``line N`` when it has none."""
+        if isinstance(self.record, dict):
+            record_id = self.record.get("id")
+            if (isinstance(record_id, str) and record_id) or _is_int(record_id):
+                return printable(str(record_id), NAME_CHARS)
         return f"line {self.line}"
 
 
-def read_records(path: str | Path) -> Iterator[RecordLine]:
-    """Yield every non-blank line of a JSON Lines file as a :class:`RecordLine`.
+def _not_a_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
 
-    Raises ``OSError`` when the file cannot be read.
+
+def _parse(raw: bytes, number: int) -> RecordLine | None:
+    """The record of one line of a records file (None for a blank line)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        where = f"byte 0x{raw[error.start]:02x} at byte {error.start + 1} of the line"
+        return RecordLine(number, None, f"not UTF-8 text ({where})")
+    if not text.strip():
+        return None
+    try:
+        record = json.loads(text, parse_constant=_not_a_constant)
+    except json.JSONDecodeError as error:
+        return RecordLine(number, None, f"not JSON ({error.msg} at column {error.colno})")
+    except RecursionError:
+        return RecordLine(number, None, "not JSON that can be read (nested too deeply)")
+    except ValueError as error:  # NaN or Infinity, or an integer of too many digits
+        reason = str(error)
+        if "integer string conversion" in reason:
+            reason = f"an integer of more than {sys.get_int_max_str_digits():,} digits"
+        return RecordLine(number, None, f"not JSON that can be read ({reason})")
+    if not isinstance(record, dict):
+        return RecordLine(number, None, "not a JSON object")
+    return RecordLine(number, record)
+
+
+def read_records(path: str | Path) -> Iterator[RecordLine]:
+    """Yield every non-blank line of a JSON Lines file (UTF-8, a byte-order mark allowed) as
+    a :class:`RecordLine`.
+
+    A line that is not UTF-8, not JSON (nested too deeply, an integer of more digits than
+    Python reads, ``NaN``), not an object or longer than :data:`MAX_LINE_BYTES` is a
+    :class:`RecordLine` with its ``error``; the lines after it are read as usual. Raises
+    ``OSError`` when the file cannot be read.
     """
-    with open(path, encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
+    with open(path, "rb") as handle:
+        number = 0
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while (rest := handle.readline(1 << 16)) and not rest.endswith(b"\n"):
+                    pass  # the rest of the long line, dropped as it is read
+                error = f"the line is longer than {MAX_LINE_BYTES:,} bytes"
+                yield RecordLine(number, None, error)
                 continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as error:
-                yield RecordLine(number, None, f"not JSON ({error.msg} at column {error.colno})")
-                continue
-            if not isinstance(record, dict):
-                yield RecordLine(number, None, "not a JSON object")
-                continue
-            yield RecordLine(number, record)
+            line = _parse(raw, number)
+            if line is not None:
+                yield line
 
 
 def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
@@ -106,7 +172,9 @@ def _same(claim: object, actual: object) -> bool:
 
 def _check_claim(record: dict[str, Any], key: str, actual: object, where: str) -> None:
     if key in record and not _same(record[key], actual):
-        raise InvalidRecord(f"{where}{key} claims {record[key]!r} but the moves give {actual!r}")
+        raise InvalidRecord(
+            f"{where}{key} claims {shown(record[key])} but the moves give {actual!r}"
+        )
 
 
 def replay_round(
@@ -124,15 +192,15 @@ def replay_round(
     for key in ("layout", "first", "moves"):
         _require(key in record, f"{where}lacks {key!r} (a round record needs layout, first, moves)")
     layout, first, moves = record["layout"], record["first"], record["moves"]
-    _require(first in ("R", "B"), f"{where}first is {first!r}; it must be 'R' or 'B'")
+    _require(first in ("R", "B"), f"{where}first is {shown(first)}; it must be 'R' or 'B'")
     board = _parse_board_claim(layout)
     _require(
         board in _LAYOUT_SET,
-        f"{where}layout {layout!r} is not nine single buttons of three per colour",
+        f"{where}layout {shown(layout)} is not nine single buttons of three per colour",
     )
     _require(
         isinstance(moves, list) and all(_is_int(m) for m in moves),
-        f"{where}moves must be a list of slot numbers, got {moves!r}",
+        f"{where}moves must be a list of slot numbers, got {shown(moves)}",
     )
     state = State.new_round(board, first, score, target)  # type: ignore[arg-type]
     movers, extra, boards = [], [], []
@@ -167,7 +235,7 @@ def replay_round(
         for i, (text, actual) in enumerate(zip(claimed, boards, strict=True)):
             _require(
                 _parse_board_claim(text) == actual,
-                f"{where}boards[{i}] claims {text!r} but move {i + 1} gives "
+                f"{where}boards[{i}] claims {shown(text)} but move {i + 1} gives "
                 f"{' '.join(s or '.' for s in actual)!r}",
             )
     _check_claim(record, "strength", state.strength, where)
@@ -182,10 +250,11 @@ def replay_match(record: dict[str, Any]) -> State:
         _require(key in record, f"lacks {key!r} (a match record needs target, first, rounds)")
     target = record.get("target", DEFAULT_TARGET)
     _require(
-        _is_int(target) and target >= 1, f"target is {target!r}; it must be a whole number >= 1"
+        _is_int(target) and target >= 1,
+        f"target is {shown(target)}; it must be a whole number >= 1",
     )
     first, rounds = record["first"], record["rounds"]
-    _require(first in ("R", "B"), f"first is {first!r}; it must be 'R' or 'B'")
+    _require(first in ("R", "B"), f"first is {shown(first)}; it must be 'R' or 'B'")
     _require(
         isinstance(rounds, list) and len(rounds) > 0 and all(isinstance(r, dict) for r in rounds),
         "rounds must be a non-empty list of round records",
@@ -204,7 +273,7 @@ def replay_match(record: dict[str, Any]) -> State:
             starter = next_starter(score, state.starter)
         _require(
             round_.get("first") == starter,
-            f"{where}first is {round_.get('first')!r} but the starting rule gives {starter!r}",
+            f"{where}first is {shown(round_.get('first'))} but the starting rule gives {starter!r}",
         )
         state = replay_round(round_, score=score, target=target, where=where)
         score = state.score

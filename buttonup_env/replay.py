@@ -1,8 +1,11 @@
 """Check game records: ``python -m buttonup_env.replay FILE [FILE ...]``.
 
 Prints ``INVALID <id>: <reason>`` for every invalid record (named by its line number when it has
-no id), then ``<n> valid, <n> invalid``. Exit status: 0 when every record is valid, 1 when any is
-invalid, 2 when a file cannot be read.
+no id), then ``<n> valid, <n> invalid``. A line that is not a record (not UTF-8, not JSON, longer
+than 1 MiB, ...) is an invalid record too, and the rest of the file is still checked. What is
+printed is escaped (a newline or an escape code in an id is shown as ``\\n``, ``\\x1b``), so
+every record is one line. Exit status: 0 when every record is valid, 1 when any is invalid, 2
+when a file cannot be read.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .records import problem, read_records
+from .records import printable, problem, read_records
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,13 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     valid += 1
                     continue
                 invalid += 1
-                name = line.name if len(args.files) == 1 else f"{line.name} ({path})"
-                print(f"INVALID {name}: {reason}")
-        except (OSError, UnicodeDecodeError) as error:
-            print(
-                f"error: cannot read {path}: {getattr(error, 'strerror', None) or error}",
-                file=sys.stderr,
-            )
+                name = line.name if len(args.files) == 1 else f"{line.name} ({printable(path)})"
+                print(f"INVALID {name}: {printable(reason)}")
+        except OSError as error:
+            why = error.strerror or error
+            print(f"error: cannot read {printable(path)}: {why}", file=sys.stderr)
             unreadable = True
     print(f"{valid} valid, {invalid} invalid")
     if unreadable:

@@ -25,6 +25,10 @@ BUTTONS = "RBW"
 NUM_SLOTS = 9
 MOVES_PER_ROUND = 8
 DEFAULT_TARGET = 15
+MAX_TARGET = 1000
+"""The largest target a match may have. A round scores at most 18 points (and often none), so
+a match to 1,000 is already hundreds of rounds; larger targets only make episodes that never
+end in practice (and numbers that overflow the batched env's arrays)."""
 
 Board = tuple[str, ...]
 
@@ -193,13 +197,17 @@ def _layout(layout: Sequence[str] | str) -> Board:
 
 
 def _valid_target(target: object) -> bool:
-    return is_whole_number(target) and target >= 1  # type: ignore[operator]
+    return is_whole_number(target) and 1 <= target <= MAX_TARGET  # type: ignore[operator]
 
 
 def check_target(target: object) -> int:
-    """``target`` as an int; ``ValueError`` unless it is a whole number of points >= 1."""
+    """``target`` as an int; ``ValueError`` unless it is a whole number of points from 1 to
+    :data:`MAX_TARGET`."""
     if not _valid_target(target):
-        raise ValueError(f"target={target!r} is not allowed; use a whole number of points >= 1")
+        shown = repr(target) if len(repr(target)) <= 40 else repr(target)[:37] + "..."
+        raise ValueError(
+            f"target={shown} is not allowed; use a whole number of points from 1 to {MAX_TARGET}"
+        )
     return int(target)  # type: ignore[call-overload]
 
 

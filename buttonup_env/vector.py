@@ -1,15 +1,22 @@
-"""``ButtonUpVectorEnv``: thousands of ButtonUp-v0 games stepped together with array operations.
+"""``ButtonUpVectorEnv``: thousands of ButtonUp-v0 games stepped together.
 
 ``gymnasium.make_vec("ButtonUp-v0", num_envs=N)`` returns it. Every board a game can reach is
-numbered once (:mod:`buttonup_env.tables`), so a step of the whole batch is a handful of numpy
+numbered once (:mod:`buttonup_env.tables`), so a step of the whole batch is a handful of
 look-ups: the board after the move, the extra turn, the legal slots, the observation planes,
 and the opponents' choices (the exact solver's, the greedy bot's and the random bot's come
 from tables too; an ONNX policy is one batched inference call for all the envs it plays in).
+
+Two implementations play the same games bit for bit: numba kernels
+(:mod:`buttonup_env.kernels`, ``backend="numba"``, the default) and the numpy array
+operations written out in this module (``backend="numpy"``), the readable reference that the
+tests replay with the rules engine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +27,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from .encoding import ENCODINGS, MAX_LEGAL
-from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice
+from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice, reset_options
 from .models import shipped_policies
 from .rules import COLORS, DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
 from .tables import RED, GameTables, game_tables
@@ -28,6 +35,23 @@ from .tables import RED, GameTables, game_tables
 ENCODING_SIZES = {name: encoding.size for name, encoding in ENCODINGS.items()}
 """Observation sizes of the encodings (see :mod:`buttonup_env.encoding`)."""
 BOT_NAMES = ("random", "greedy", "perfect")
+BACKENDS = ("numba", "numpy")
+"""How a batch is stepped: compiled kernels (:mod:`buttonup_env.kernels`) or numpy."""
+
+
+_COLOR_NAMES = np.array(COLORS)  # "R", "B" by colour number, for info["agent_color"]
+_NO_CONTEXT = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _numba_threads(numba: Any, threads: int) -> Iterator[None]:
+    """numba's parallel loops on ``threads`` threads, then back to what they were."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 # --- batched players -------------------------------------------------------------------------
@@ -91,14 +115,25 @@ class _Policy:
 
 
 class ButtonUpVectorEnv(gym.vector.VectorEnv):
-    """``num_envs`` games of ButtonUp-v0, stepped together with numpy array operations.
+    """``num_envs`` games of ButtonUp-v0, stepped together by compiled kernels.
 
     ## Description
     The same game as :class:`~buttonup_env.env.ButtonUpEnv`, argument for argument: each of the
     ``num_envs`` envs is one agent against an opponent inside the env, whose moves (extra
     turns included) are played inside :meth:`step`. Nothing loops over the envs in Python: a
-    step is array look-ups in :class:`~buttonup_env.tables.GameTables`, where every board
-    the game can reach has a number.
+    step is look-ups in :class:`~buttonup_env.tables.GameTables`, where every board the game
+    can reach has a number.
+
+    The step is compiled with numba (:mod:`buttonup_env.kernels`): flat passes over the whole
+    batch for the agents' moves, the bots' replies, the ends of rounds, new episodes and the
+    observations. Nothing compiles on import; the first ``reset`` and ``step`` of a process
+    compile the kernels (3 to 7 seconds on a 2-core machine, depending on its load), and numba
+    caches the machine code on disk, so later processes load it in 0.3 to 0.7 s (the cache lives
+    next to the package, or in numba's user-wide folder, ``~/.cache/numba``, when the package
+    folder is read-only; ``$NUMBA_CACHE_DIR`` overrides both). A policy opponent (an ONNX file, a
+    shipped policy, the pool's snapshots) is one batched inference call per ply of its moves,
+    between kernel calls. ``backend="numpy"`` plays the same games, bit for bit, with numpy
+    array operations (the readable reference; no compilation, several times slower).
 
     ## Action Space
     ``MultiDiscrete([9] * num_envs)``: the slot each env's agent lifts (with
@@ -137,7 +172,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       the points of the last round that ended in the step, for the envs where one did.
     * ``final_obs``, ``_final_obs``: see Autoreset.
 
-    :meth:`states` gives every env's position as a :class:`~buttonup_env.rules.State`.
+    Every array that :meth:`reset` and :meth:`step` return (observations, rewards,
+    terminations, the info arrays) is new: it is the caller's to keep, and later steps never
+    change it. :meth:`states` gives every env's position as a
+    :class:`~buttonup_env.rules.State`.
 
     ## Arguments
     ``gymnasium.make_vec("ButtonUp-v0", num_envs=N, ...)`` or ``ButtonUpVectorEnv(N, ...)``:
@@ -156,6 +194,14 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       ``random_start_moves`` (default 6) uniformly random moves, played by whoever is to move,
       the agent then taking the side to move, so that it meets positions off the usual paths.
       0 is ButtonUp-v0's game.
+    * ``backend``: ``"numba"`` (default, compiled) or ``"numpy"`` (the reference). Both give
+      the same games, observations and generator states for the same seed.
+    * ``threads`` (default 1, ``backend="numba"`` only): threads for the passes that write the
+      observations and masks (numba's parallel loops; the game logic, which draws the random
+      numbers, stays on one thread, so the games do not depend on it). At most numba's
+      ``NUMBA_NUM_THREADS`` (the number of CPUs unless set). On a shared 2-core machine at
+      4,096 envs one thread was the faster (two: 0.97 to 0.98 times, see
+      ``benchmarks/README.md``); two can only pay off where a second core is idle.
 
     ``reset(seed=...)`` makes the whole batch reproducible: the draws, the bots' tie-breaks
     and the sampling of stochastic policies all come from generators seeded from it.
@@ -183,6 +229,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         render_mode: str | None = None,
         random_start: float = 0.0,
         random_start_moves: int = 6,
+        backend: str = "numba",
+        threads: int = 1,
     ) -> None:
         if not is_whole_number(num_envs) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} is not allowed; use a whole number >= 1")
@@ -206,6 +254,24 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         _choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
         _choice("encoding", encoding, tuple(ENCODING_SIZES))
         _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        _choice("backend", backend, BACKENDS)
+        self._kernels: Any = None
+        if backend == "numba":
+            from . import kernels  # imports numba (nothing compiles until the first reset)
+
+            self._kernels = kernels
+            limit = kernels.numba.config.NUMBA_NUM_THREADS
+            if not is_whole_number(threads) or not 1 <= threads <= limit:
+                raise ValueError(
+                    f"threads={threads!r} is not allowed; use a whole number from 1 to {limit} "
+                    "(numba's NUMBA_NUM_THREADS)"
+                )
+        elif threads != 1:
+            raise ValueError(
+                f"threads={threads!r} needs backend='numba'; the numpy backend runs on one thread"
+            )
+        self.backend = backend
+        self.threads = int(threads)
         self.num_envs = int(num_envs)
         self.target = check_target(target)
         self.agent_color_choice = agent_color
@@ -241,6 +307,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self._reset_called = False
         self._options: dict[str, Any] = {}
         self._seed_generators(None)
+        if self._kernels is not None:
+            self._setup_compiled()
 
     # --- opponents ---------------------------------------------------------------------------
     def _set_opponent(self, opponent: Any) -> None:
@@ -332,6 +400,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def encode(self, encoding: str, idx: np.ndarray | slice, own: np.ndarray) -> np.ndarray:
         """Observations of the envs ``idx`` in ``encoding``, from the side of ``own`` (one
         colour per env: 0 Red, 1 Black), as the single env's encodings give them."""
+        if self._kernels is not None:
+            rows = np.ascontiguousarray(self._rows[idx])
+            own = np.array(np.broadcast_to(own, rows.shape), dtype=np.int64)  # writable, C order
+            out = np.empty((len(rows), ENCODING_SIZES[encoding]), dtype=np.float32)
+            self._compiled_encode(encoding, rows, own, out, scatter=False)
+            return out
         t = self.tables
         boards = self._board[idx]
         n = len(boards)
@@ -363,6 +437,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         return self._mask_int8(encoding, boards).view(bool)
 
     def _mask_int8(self, encoding: str, boards: np.ndarray) -> np.ndarray:
+        if self._kernels is not None:
+            out = np.empty((len(boards), NUM_SLOTS if encoding == "slots" else MAX_LEGAL), np.int8)
+            masks = self._kernels.masks[self.threads > 1]
+            with self._numba_threads():
+                masks(np.ascontiguousarray(boards), self._records, encoding == "slots", out)
+            return out
         if encoding == "slots":
             return self.tables.legal_int8[boards]
         return self.tables.legal_views_int8[boards]
@@ -492,15 +572,275 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             "_round_points": np.zeros(n, dtype=bool),
         }
 
-    def _info(self, out: dict[str, np.ndarray]) -> dict[str, Any]:
+    def _info(self, out: dict[str, np.ndarray], mask: np.ndarray | None = None) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "action_mask": self._mask_int8(self.encoding, self._board),
-            "agent_color": np.array(COLORS)[self._agent],
+            "action_mask": self._mask_int8(self.encoding, self._board) if mask is None else mask,
+            "agent_color": _COLOR_NAMES[self._agent],
         }
         if out["_round_points"].any():
             info["round_points"] = out["round_points"]
             info["_round_points"] = out["_round_points"]
         return info
+
+    # --- the compiled step (backend="numba"; the numpy methods above are its reference) ------
+    def _setup_compiled(self) -> None:
+        """The board records and the scratch arrays the kernels work in."""
+        n = self.num_envs
+        self._records = self._kernels.board_records(self.tables)
+        self._rows = np.arange(n)
+        self._envs = np.zeros(n, dtype=np.int64)  # the envs of the current ply: envs[:count]
+        self._slot = np.full(n, -1, dtype=np.int64)  # each env's move in the current ply
+        self._draws = np.zeros(n, dtype=np.float64)  # the bots' tie-breaking draws
+        self._ended = np.zeros(n, dtype=np.int64)  # the envs whose round ended in the last ply
+        self._chosen = np.zeros(n, dtype=bool)  # the new rounds that start at random
+        self._start_moves = np.zeros(n, dtype=np.int64)  # how many random moves they get
+        self._address_generators: tuple[np.random.Generator, ...] = ()
+        self._addresses = np.zeros((0, 3), dtype=np.uint64)
+        self._bot_players: tuple[Any, ...] = ()
+        self._player_bot = np.zeros(0, dtype=np.int64)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickling and deep copies: without the kernels' module and the raw addresses of
+        this object's generators (a copy has generators of its own), which are made again."""
+        state = self.__dict__.copy()
+        if state.get("_kernels") is not None:
+            state["_kernels"] = None
+            state["_records"] = None
+            state["_address_generators"] = ()
+            state["_addresses"] = np.zeros((0, 3), dtype=np.uint64)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.backend == "numba":
+            from . import kernels
+
+            self._kernels = kernels
+            self._records = kernels.board_records(self.tables)
+
+    def _generator_addresses(self) -> np.ndarray:
+        """Where the kernels find the batch's and the bots' generators (rows: kernels.MAIN,
+        RANDOM_BOT, GREEDY_BOT, PERFECT_BOT); rebuilt when a generator is replaced."""
+        bots = self._bots
+        generators = (self._rng, bots["random"].rng, bots["greedy"].rng, bots["perfect"].rng)
+        if generators != self._address_generators:  # Generators compare by identity
+            self._addresses = self._kernels.generator_addresses(list(generators))
+            self._address_generators = generators  # held, so that the addresses stay valid
+        return self._addresses
+
+    def _player_bots(self) -> np.ndarray:
+        """For each of ``self._players``, its bot (0 random, 1 greedy, 2 perfect) or -1 for a
+        policy, which the kernels leave to Python."""
+        players = tuple(self._players)
+        if players != self._bot_players:
+            self._player_bot = np.array(
+                [BOT_NAMES.index(p.name) if isinstance(p, _Bot) else -1 for p in players],
+                dtype=np.int64,
+            )
+            self._bot_players = players
+        return self._player_bot
+
+    def _numba_threads(self) -> Any:
+        """A context in which numba's parallel loops use ``self.threads`` threads."""
+        if self.threads == 1:
+            return _NO_CONTEXT
+        return _numba_threads(self._kernels.numba, self.threads)
+
+    def _compiled_encode(
+        self, encoding: str, rows: np.ndarray, own: np.ndarray, out: np.ndarray, scatter: bool
+    ) -> np.ndarray:
+        """Observations of the envs ``rows`` into ``out`` (row j, or row ``rows[j]`` when
+        ``scatter``), as :meth:`encode`; returns their int8 masks."""
+        k, t = self._kernels, self.tables
+        places = k.PLACES[encoding]
+        ids = np.empty((len(rows), places + 1), dtype=np.int32)  # scratch: the planes to copy
+        masks = np.empty((len(rows), NUM_SLOTS if encoding == "slots" else MAX_LEGAL), np.int8)
+        with self._numba_threads():
+            k.observe[self.threads > 1](
+                rows,
+                scatter,
+                self._board,
+                own,
+                self._score,
+                self.target,
+                k.observation_records(t, encoding),
+                t.flat_planes,
+                len(t.stacks),
+                places,
+                encoding == "afterstates",
+                ids,
+                out,
+                masks,
+            )
+        return masks
+
+    def _observation_and_mask(self) -> tuple[np.ndarray, np.ndarray]:
+        """The agents' observations and their int8 masks (in one pass with the kernels)."""
+        if self._kernels is None:
+            return self._observe(slice(None)), self._mask_int8(self.encoding, self._board)
+        obs = np.empty((self.num_envs, *self.single_observation_space.shape), np.float32)
+        return obs, self._compiled_encode(self.encoding, self._rows, self._agent, obs, False)
+
+    def _compiled_start(self, idx: np.ndarray) -> None:
+        """New episodes in the envs ``idx`` (as :meth:`_start_episodes`); they are the
+        current ply's envs afterwards."""
+        k = self._kernels
+        color = self._options.get("agent_color", self.agent_color_choice)
+        first = self._options.get("first")
+        k.start_episodes(
+            idx,
+            -1 if color is None else COLORS.index(color),
+            -1 if first is None else COLORS.index(first),
+            self._board,
+            self._to_move,
+            self._agent,
+            self._starter,
+            self._score,
+            self._done,
+            self._generator_addresses(),
+        )
+        if self.pool is not None:
+            self._draw_opponents(idx)  # with the same generator, in Python
+        if self.random_start:
+            k.random_starts(
+                idx,
+                self.random_start,
+                self.random_start_moves,
+                self._board,
+                self._to_move,
+                self._agent,
+                self._records,
+                self._generator_addresses(),
+                self._chosen,
+                self._start_moves,
+            )
+        self._envs[: len(idx)] = idx
+
+    def _compiled_moves(self, count: int, out: dict[str, np.ndarray]) -> None:
+        """Play ``self._slot`` in the envs ``self._envs[:count]`` (as :meth:`_move`); tell the
+        pool how its rounds ended."""
+        ended = self._kernels.play_moves(
+            self._envs,
+            count,
+            self._slot,
+            self._board,
+            self._to_move,
+            self._agent,
+            self._starter,
+            self._score,
+            self._done,
+            self._records,
+            self.episode == "round",
+            self.reward_mode == "round",
+            self.target,
+            self._generator_addresses(),
+            out["reward"],
+            out["round_points"],
+            out["_round_points"],
+            self._ended,
+        )
+        if ended and self.pool is not None:
+            idx = self._ended[:ended].copy()
+            points = out["round_points"][idx]
+            margin = points[:, 0] - points[:, 1]  # Red's
+            self._record_snapshot_rounds(idx, np.where(self._agent[idx] == RED, margin, -margin))
+
+    def _compiled_play_opponents(self, count: int, out: dict[str, np.ndarray]) -> None:
+        """Let the opponents of the envs ``self._envs[:count]`` move until each waits for its
+        agent (as :meth:`_play_opponents`): the bots' plies in a kernel, the policies' here."""
+        for _ in range(10 * NUM_SLOTS):  # far more than any chain of opponent moves
+            status, count = self._kernels.bot_plies(
+                self._envs,
+                count,
+                self._board,
+                self._to_move,
+                self._agent,
+                self._starter,
+                self._score,
+                self._done,
+                self._opponent,
+                self._player_bots(),
+                self._records,
+                self.episode == "round",
+                self.reward_mode == "round",
+                self.target,
+                self._generator_addresses(),
+                out["reward"],
+                out["round_points"],
+                out["_round_points"],
+                self._ended,
+                self._slot,
+                self._draws,
+            )
+            if status == 0:
+                return
+            if status == 2:
+                break
+            self._policy_moves(self._envs[:count])
+            self._compiled_moves(count, out)
+        raise RuntimeError("the opponents did not hand the move back (a bug in buttonup_env)")
+
+    def _policy_moves(self, ply: np.ndarray) -> None:
+        """Fill in the policies' moves of the ply ``ply`` (where ``self._slot`` is -2): one
+        inference call per policy for all the envs it plays in."""
+        pending = ply[self._slot[ply] == -2]
+        mover = self._to_move[pending]
+        slots = np.empty(len(pending), dtype=np.int64)
+        which = self._opponent[pending]
+        for k in np.unique(which):
+            sel = which == k
+            slots[sel] = self._players[k].act(self, pending[sel], mover[sel])
+        boards = self._board[pending]
+        legal = (slots >= 0) & (slots < NUM_SLOTS)
+        legal[legal] = self.tables.legal[boards[legal], slots[legal]]
+        if not legal.all():  # a broken policy file, say
+            bad = np.flatnonzero(~legal)[0]
+            player = self._players[self._opponent[pending[bad]]]
+            board = " ".join(s or "." for s in self.tables.board(boards[bad]))
+            raise ValueError(
+                f"the opponent {player!r} made an illegal move: slot {slots[bad]} on {board!r}"
+            )
+        self._slot[pending] = slots
+
+    def _compiled_step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """:meth:`step` with the kernels (``actions`` checked)."""
+        n = self.num_envs
+        out = self._new_out()
+        illegal = np.empty(n, dtype=bool)
+        raise_illegal = self.illegal_action == "raise"
+        bad, count = self._kernels.agent_moves(
+            actions,
+            self.encoding == "slots",
+            self._board,
+            self._records,
+            raise_illegal,
+            self._slot,
+            illegal,
+            self._done,
+            out["reward"],
+            self._envs,
+        )
+        if bad >= 0 and raise_illegal:
+            raise ValueError(f"illegal action in env {bad}: {self._illegal(bad, actions)}")
+        self._compiled_moves(count, out)
+        self._compiled_play_opponents(count, out)
+
+        terminated = self._done.copy()
+        info_extra: dict[str, Any] = {"illegal_action": illegal}
+        ended = np.flatnonzero(terminated)
+        if len(ended):
+            final_obs = np.zeros((n, *self.single_observation_space.shape), np.float32)
+            self._compiled_encode(self.encoding, ended, self._agent[ended], final_obs, True)
+            info_extra["final_obs"] = final_obs
+            info_extra["_final_obs"] = terminated
+            self._compiled_start(ended)
+            self._compiled_play_opponents(len(ended), out)  # the new episodes' opening moves
+        obs, mask = self._observation_and_mask()
+        info = self._info(out, mask)
+        info.update(info_extra)
+        return obs, out["reward"], terminated, np.zeros(n, dtype=bool), info
 
     # --- the Gymnasium API -------------------------------------------------------------------
     def reset(
@@ -509,23 +849,20 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Start a new episode in every env (seeding everything when ``seed`` is given)."""
         if seed is not None and (not is_whole_number(seed) or seed < 0):
             raise ValueError(f"seed={seed!r} is not allowed; use None or a whole number >= 0")
-        options = dict(options or {})
-        unknown = set(options) - {"agent_color", "first"}
-        if unknown:
-            raise ValueError(
-                f"unknown reset option(s) {sorted(unknown)}; allowed: 'agent_color', 'first'"
-            )
-        _choice("options['agent_color']", options.get("agent_color"), (None, "R", "B"))
-        _choice("options['first']", options.get("first"), (None, "R", "B"))
+        options = reset_options(options)
         if seed is not None or not self._reset_called:
             self._seed_generators(None if seed is None else int(seed))
         self._options = options
         self._reset_called = True
         out = self._new_out()
-        self._start_episodes(np.arange(self.num_envs))
-        self._play_opponents(out)
-        obs = self._observe(slice(None))
-        return obs, self._info(out)
+        if self._kernels is None:
+            self._start_episodes(np.arange(self.num_envs))
+            self._play_opponents(out)
+        else:
+            self._compiled_start(np.arange(self.num_envs))
+            self._compiled_play_opponents(self.num_envs, out)
+        obs, mask = self._observation_and_mask()
+        return obs, self._info(out, mask)
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         array = np.asarray(actions)
@@ -541,7 +878,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             raise ValueError(
                 f"action {array[bad]} of env {bad} is out of range; actions are 0 to {limit - 1}"
             )
-        return array.astype(np.int64)
+        return array.astype(np.int64, copy=False)  # read, never written
 
     def step(
         self, actions: Any
@@ -550,6 +887,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         if not self._reset_called:
             raise RuntimeError("call reset() before step()")
         actions = self._check_actions(actions)
+        if self._kernels is not None:
+            return self._compiled_step(actions)
         t = self.tables
         board = self._board
         if self.encoding == "slots":

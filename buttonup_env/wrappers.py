@@ -9,12 +9,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .encoding import ENCODINGS, MAX_LEGAL, RingEncoding
-from .env import ButtonUpEnv
-from .rules import is_whole_number
-
-INVALID_SLOT = -1
-"""Passed to the env for an action with no legal move behind it, so that the env's own
-``illegal_action`` setting decides what happens."""
+from .env import ButtonUpEnv, action_slot
+from .rules import NUM_SLOTS
 
 
 class RingObservation(
@@ -26,8 +22,9 @@ class RingObservation(
     ``Box(0, 1, (729,) or (735,), float32)``, one view per legal move. Action: ``Discrete(3)``,
     action ``a`` lifts the ``a``-th legal slot in increasing order. :meth:`action_masks` and
     ``info["action_mask"]`` are over these three actions. Rewards, episode ends and the other
-    ``info`` keys are the env's; an action with no legal move behind it is passed on as an
-    illegal slot, so the env's ``illegal_action`` setting decides what happens.
+    ``info`` keys are the env's; an action outside ``Discrete(3)`` raises ``ValueError``, and
+    one with no legal move behind it is passed on as an illegal slot, so the env's
+    ``illegal_action`` setting decides what happens.
     """
 
     def __init__(self, env: gym.Env, encoding: str = "ring") -> None:
@@ -73,15 +70,18 @@ class RingObservation(
         self, action: np.int64 | int
     ) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         game = self._game
-        legal = game.state.legal_moves() if game.state is not None else ()
-        if is_whole_number(action) and action in range(len(legal)):
-            slot = legal[int(action)]
+        if game.state is None or game._done:
+            return self.env.step(action)  # the env says what is wrong (no reset, episode over)
+        index = action_slot(action, MAX_LEGAL)  # ValueError outside Discrete(3)
+        legal = game.state.legal_moves()
+        if index < len(legal):
+            slot = legal[index]
         elif game.illegal_action == "raise":
             raise ValueError(
-                f"illegal action: {action!r}; the actions are the legal slots {list(legal)} in "
+                f"illegal action: {index}; the actions are the legal slots {list(legal)} in "
                 f"order, so 0 to {len(legal) - 1}"
             )
-        else:
-            slot = INVALID_SLOT
+        else:  # a slot with no white button: the env's illegal_action decides what happens
+            slot = next(s for s in range(NUM_SLOTS) if s not in legal)
         _, reward, terminated, truncated, info = self.env.step(slot)
         return self._obs(), reward, terminated, truncated, self._with_mask(info)

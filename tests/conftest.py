@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -52,3 +53,33 @@ def no_real_window(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_pygame(monkeypatch: pytest.MonkeyPatch) -> None:
     """``import pygame`` fails, as where it is not installed."""
     monkeypatch.setitem(sys.modules, "pygame", None)
+
+
+@pytest.fixture(scope="session")
+def linear_policy() -> Callable[[Path, str, int], Path]:
+    """``linear_policy(path, encoding, seed)`` writes an exported policy whose logits are
+    ``obs @ W`` for a random ``W`` (from ``seed``): a real ONNX file that ``load_policy``
+    accepts, made in milliseconds, and another player for every seed."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from buttonup_env.encoding import ENCODINGS
+    from buttonup_env.policy import META_ENCODING, META_VERSION
+
+    def write(path: Path, encoding: str, seed: int) -> Path:
+        size, actions = ENCODINGS[encoding].size, ENCODINGS[encoding].actions
+        weight = np.random.default_rng(seed).normal(size=(size, actions)).astype(np.float32)
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["obs", "W"], ["logits"])],
+            "linear",
+            [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", size])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", actions])],
+            [numpy_helper.from_array(weight, "W")],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 8
+        helper.set_model_props(model, {META_ENCODING: encoding, META_VERSION: "1"})
+        onnx.save(model, path)
+        return path
+
+    return write

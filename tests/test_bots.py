@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from buttonup_env.bots import BOTS, GreedyBot, PerfectBot, Player, RandomBot, immediate_margin
+from buttonup_env.bots import (
+    BOTS,
+    GradedBot,
+    GreedyBot,
+    PerfectBot,
+    Player,
+    RandomBot,
+    graded_name,
+    graded_p,
+    immediate_margin,
+    make_bot,
+)
 from buttonup_env.rules import LAYOUTS, State, other
 
-BOT_CLASSES = [RandomBot, GreedyBot, PerfectBot]
+BOT_CLASSES = [RandomBot, GreedyBot, PerfectBot, functools.partial(GradedBot, 0.3)]
 
 
 def positions(seed: int, games: int) -> list[State]:
@@ -180,3 +192,41 @@ def test_immediate_margin() -> None:
     assert immediate_margin(board, "R") == margin_if_final(board, "R")
     assert immediate_margin(board, "B") == -immediate_margin(board, "R")
     assert immediate_margin(("RBBBRWRWW", *[""] * 8), "R") == 4  # the worked example's end
+
+
+# --- GradedBot ----------------------------------------------------------------------------------
+
+
+def test_graded_bots_by_name() -> None:
+    assert graded_p("perfect-0.3") == 0.3 and graded_p("perfect-1") == 1.0
+    assert graded_p("perfect") is None and graded_p("greedy") is None
+    assert graded_name(0.30) == "perfect-0.3" and graded_name(0.0) == "perfect-0"
+    for bad in ("perfect-1.5", "perfect--0.1", "perfect-x", "perfect-nan", "perfect-"):
+        with pytest.raises(ValueError, match="is not a graded bot"):
+            graded_p(bad)
+    assert isinstance(make_bot("perfect-0.25"), GradedBot) and make_bot("perfect-0.25").p == 0.25
+    assert isinstance(make_bot("greedy", seed=3), GreedyBot)
+    with pytest.raises(ValueError, match="'best' is not a bot; the bots are random, greedy"):
+        make_bot("best")
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.01, float("nan"), "0.3", True])
+def test_a_graded_bot_needs_a_probability(p: object) -> None:
+    with pytest.raises(ValueError, match="is not allowed; use a probability in"):
+        GradedBot(p)  # type: ignore[arg-type]
+
+
+def test_a_graded_bot_plays_random_moves_as_often_as_it_says() -> None:
+    """In positions where no random legal slot is a best move, perfect-0.4 plays a non-best
+    slot 0.4 x (its share of the legal slots) of the time, and only best slots otherwise."""
+    bot, never_wrong = GradedBot(0.4, seed=7), GradedBot(0.0, seed=8)
+    expected = wrong = 0.0
+    for state in positions(5, games=40):
+        values = PerfectBot().move_values(state)
+        best = {s for s, v in values.items() if v == max(values.values())}
+        share = 1 - len(best) / len(values)
+        for _ in range(20):
+            wrong += bot.act(state) not in best
+            expected += 0.4 * share
+        assert never_wrong.act(state) in best
+    assert abs(wrong - expected) < 4 * np.sqrt(expected)

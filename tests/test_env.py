@@ -21,7 +21,8 @@ import buttonup_env
 from buttonup_env.bots import GreedyBot, RandomBot
 from buttonup_env.env import ButtonUpEnv
 from buttonup_env.render import WINDOW_CAPTION, HumanRenderer
-from buttonup_env.rules import State, next_starter, other
+from buttonup_env.rules import MAX_TARGET, State, next_starter, other
+from buttonup_env.vector import ButtonUpVectorEnv
 from buttonup_env.wrappers import RingObservation
 
 
@@ -262,9 +263,9 @@ def test_action_masks_before_reset() -> None:
 
 
 def illegal_actions(state: State) -> list[Any]:
+    """The slots of ``Discrete(9)`` that are not legal moves in ``state`` (empty, or no white)."""
     legal = state.legal_moves()
-    empty_or_plain = [s for s in range(9) if s not in legal]
-    return [*empty_or_plain, 9, -1, 100]
+    return [s for s in range(9) if s not in legal]
 
 
 def test_illegal_action_ends_the_episode() -> None:
@@ -282,29 +283,60 @@ def test_illegal_action_ends_the_episode() -> None:
         assert env.observation_space.contains(obs)
 
 
-@pytest.mark.parametrize(
-    "convert",
-    [float, np.float64, np.float32, str, lambda slot: [slot], lambda slot: None],
-    ids=["float", "float64", "float32", "str", "list", "None"],
-)
-def test_non_integer_action_is_illegal(convert: Any) -> None:
-    env = make(illegal_action="raise", agent_color="R")
+OUTSIDE_THE_SPACE = {
+    # an action that is no element of Discrete(9): -> what the message shows
+    "12": (12, "12"),
+    "9": (9, "9"),
+    "-1": (-1, "-1"),
+    "a huge int": (10**30, "1000000000000000000000000000000"),
+    "3.7": (3.7, "3.7"),
+    "a float slot": (3.0, "3.0"),
+    "float32": (np.float32(2), "np.float32(2.0)"),
+    "str": ("3", "'3'"),
+    "bool": (True, "True"),
+    "None": (None, "None"),
+    "a list": ([3], "[3]"),
+    "a 1-d array": (np.array([3]), "array([3])"),
+    "a float array": (np.array(3.0), "array(3.)"),
+}
+
+
+@pytest.mark.parametrize("illegal_action", ["end", "raise"])
+@pytest.mark.parametrize("case", list(OUTSIDE_THE_SPACE))
+def test_an_action_outside_the_action_space_raises(case: str, illegal_action: str) -> None:
+    """Not a move at all: ValueError in every mode, like the batched env; the episode goes on."""
+    action, shown = OUTSIDE_THE_SPACE[case]
+    env = make(illegal_action=illegal_action, agent_color="R")
     _, info = env.reset(seed=0, options={"first": "R"})
-    slot = info["state"].legal_moves()[0]
-    with pytest.raises(ValueError, match="illegal action"):
-        env.step(convert(slot))
+    assert not env.action_space.contains(action) or isinstance(action, bool)
+    with pytest.raises(ValueError, match="is not in the action space Discrete") as error:
+        env.step(action)
+    assert f"action {shown} is not" in str(error.value)
     assert env.state == info["state"]
+    _, _, _, _, info = env.step(info["state"].legal_moves()[0])  # the episode goes on
+    assert "illegal_action" not in info
 
 
-def test_bool_action_is_illegal() -> None:
-    env = make(illegal_action="raise")
-    for seed in range(50):
-        _, info = env.reset(seed=seed)
-        if 1 in info["state"].legal_moves():
-            break
-    assert 1 in info["state"].legal_moves()
-    with pytest.raises(ValueError, match="illegal action"):
-        env.step(True)
+@pytest.mark.parametrize("case", ["12", "-1", "3.7", "str"])
+def test_the_batched_env_refuses_the_same_actions(case: str) -> None:
+    action, _ = OUTSIDE_THE_SPACE[case]
+    batch = ButtonUpVectorEnv(1)
+    batch.reset(seed=0)
+    with pytest.raises(ValueError):
+        batch.step(np.array([action]))
+
+
+def test_a_zero_dimensional_integer_array_is_its_slot() -> None:
+    """Discrete(9).contains takes np.array(3); the env plays it as slot 3."""
+    env, plain = make(agent_color="R"), make(agent_color="R")
+    _, info = env.reset(seed=0, options={"first": "R"})
+    plain.reset(seed=0, options={"first": "R"})
+    slot = info["state"].legal_moves()[0]
+    assert env.action_space.contains(np.array(slot))
+    got = env.step(np.array(slot))
+    expected = plain.step(slot)
+    assert "illegal_action" not in got[4]
+    assert got[4]["state"] == expected[4]["state"] and got[1] == expected[1]
 
 
 def test_legal_step_has_no_illegal_flag() -> None:
@@ -474,6 +506,44 @@ def test_reset_options() -> None:
         env.reset(options={"agent_color": "G"})
     with pytest.raises(ValueError, match="'X'"):
         env.reset(options={"first": "X"})
+
+
+BAD_OPTIONS = {
+    # reset(options=...) -> what the one-sentence ValueError names
+    "a string": ("R", "options='R' is not allowed; reset options are a dict"),
+    "a list of pairs": ([("first", "R")], "options=[('first', 'R')] is not allowed"),
+    "a number": (3, "options=3 is not allowed"),
+    "keys of two types": ({1: "R", "x": "B"}, "unknown reset option(s) ['x', 1]"),
+    "a list as a colour": ({"first": ["R"]}, "options['first']=['R'] is not allowed"),
+    "a 0-d array as a colour": ({"agent_color": np.array("R")}, "options['agent_color']=array"),
+    "a lower-case colour": ({"first": "r"}, "options['first']='r' is not allowed; use one of"),
+    "a long string": ({"first": "R" * 1000}, "options['first']='RRRR"),
+}
+
+
+@pytest.mark.parametrize("env_kind", ["single", "batched"])
+@pytest.mark.parametrize("case", list(BAD_OPTIONS))
+def test_bad_reset_options_get_one_sentence(case: str, env_kind: str) -> None:
+    options, message = BAD_OPTIONS[case]
+    env = make() if env_kind == "single" else ButtonUpVectorEnv(2)
+    with pytest.raises(ValueError) as error:
+        env.reset(seed=0, options=options)
+    text = str(error.value)
+    assert message in text and "\n" not in text and len(text) < 200, text
+
+
+@pytest.mark.parametrize("target", [MAX_TARGET + 1, 10**30, 10**400])
+def test_a_target_beyond_the_cap_is_refused_in_one_sentence(target: int) -> None:
+    for make_env in (
+        lambda: ButtonUpEnv(target=target),
+        lambda: ButtonUpVectorEnv(2, target=target),
+    ):
+        with pytest.raises(ValueError, match=f"from 1 to {MAX_TARGET}") as error:
+            make_env()
+        assert len(str(error.value)) < 120
+    env = ButtonUpEnv(target=MAX_TARGET, agent_color="R")  # the cap itself is a match
+    obs, info = env.reset(seed=0)
+    assert info["state"].target == MAX_TARGET and obs[245] == pytest.approx(1 / MAX_TARGET)
 
 
 class RecordingPlayer:
@@ -791,17 +861,20 @@ def test_ring_observation() -> None:
 
 
 def test_ring_observation_illegal_action() -> None:
-    env = ring_env()
-    _, info = env.reset(seed=0)
-    n = int(info["action_mask"].sum())
-    bad = 3 if n == 3 else n
+    env, raising = ring_env(), ring_env(illegal_action="raise")
+    seed = next(seed for seed in range(100) if env.reset(seed=seed)[1]["action_mask"].sum() < 3)
+    _, info = env.reset(seed=seed)
+    bad = int(info["action_mask"].sum())  # in Discrete(3), but no legal move behind it
     _, reward, terminated, _, info = env.step(bad)
     assert reward == -1.0 and terminated
     assert info["illegal_action"] is True
-    raising = ring_env(illegal_action="raise")
-    raising.reset(seed=0)
+    raising.reset(seed=seed)
     with pytest.raises(ValueError, match="illegal action"):
-        raising.step(5)
+        raising.step(bad)
+    for wrapped in (env, raising):  # outside Discrete(3): not a move at all
+        wrapped.reset(seed=seed)
+        with pytest.raises(ValueError, match=r"action 5 is not in the action space Discrete\(3\)"):
+            wrapped.step(5)
 
 
 WRAPPED = ".*different from the unwrapped version.*"

@@ -249,6 +249,22 @@ def test_illegal_action_without_wrappers_raises() -> None:
     illegal = next(s for s in range(9) if s not in state.legal_moves())
     with pytest.raises(ValueError, match=rf"illegal action by '\w+': slot {illegal} "):
         game.step(illegal)
+    for outside in (12, -1, 3.7, "3", None):
+        with pytest.raises(ValueError, match="is not in the action space Discrete"):
+            game.step(outside)
+    assert game.position == state
+
+
+def test_a_zero_dimensional_integer_array_is_its_slot() -> None:
+    game, plain = ButtonUpAEC(), ButtonUpAEC()
+    game.reset(seed=0)
+    plain.reset(seed=0)
+    assert game.position is not None
+    slot = game.position.legal_moves()[0]
+    game.step(np.array(slot))
+    plain.step(slot)
+    assert game.position == plain.position
+    assert game.agent_selection == plain.agent_selection
 
 
 # --- arguments ---------------------------------------------------------------------------------
@@ -275,6 +291,8 @@ def test_bad_reset_options() -> None:
         game.reset(options={"first": "red"})
     with pytest.warns(UserWarning, match=r"unknown reset option\(s\) \['frist'\] ignored"):
         game.reset(options={"frist": "R"})
+    with pytest.raises(ValueError, match="options='R' is not allowed; reset options are a dict"):
+        game.reset(options="R")
 
 
 def test_observe_before_reset_raises() -> None:

@@ -252,6 +252,8 @@ def test_without_seed_the_seed_is_shown() -> None:
         ["--opponent"],
         ["--opponent", "random", "--target", "0"],
         ["--opponent", "random", "--target", "ten"],
+        ["--opponent", "random", "--target", "1001"],
+        ["--opponent", "random", "--target", "9" * 5000],
         ["--opponent", "random", "--color", "G"],
         ["--opponent", "random", "--seed", "-1"],
         ["--opponent", "random", "--bogus"],
@@ -262,6 +264,7 @@ def test_bad_arguments_give_usage_and_status_2(argv: list[str]) -> None:
     assert code == 2 and out == ""
     assert err.startswith("usage: python -m buttonup_env.play")
     assert "error:" in err and "Traceback" not in err
+    assert len(err.splitlines()[-1]) < 200  # the value is not printed back in full
 
 
 def test_the_default_opponent_is_the_perfect_bot() -> None:

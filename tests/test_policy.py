@@ -40,6 +40,7 @@ from buttonup_env.policy import (
 from buttonup_env.rules import State
 from buttonup_env.wrappers import RingObservation
 
+ROOT = Path(__file__).resolve().parent.parent
 POSITIONS = 1200
 
 # name: (encoding, policy_kwargs, steps of training[, algorithm, policy]); the policy is
@@ -378,6 +379,48 @@ def wrong_outputs_model(path: Path) -> Path:
     return path
 
 
+def slots_model(
+    path: Path,
+    weight: np.ndarray | None = None,
+    input_shape: list[object] | None = None,
+    element: int = TensorProto.FLOAT,
+) -> Path:
+    """A slots-encoding policy "obs" -> "logits" = obs @ weight (246 x 9), with its metadata:
+    the shapes, the element type or the weights set by the caller."""
+    dtype = np.float64 if element == TensorProto.DOUBLE else np.float32
+    matrix = np.full((246, 9), 0.01) if weight is None else weight
+    shape = input_shape or ["batch", 246]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["obs", "W"], ["logits"])],
+        "slots_policy",
+        [helper.make_tensor_value_info("obs", element, shape)],
+        [helper.make_tensor_value_info("logits", element, [shape[0], 9])],
+        [numpy_helper.from_array(matrix.astype(dtype), "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    helper.set_model_props(model, {META_ENCODING: "slots", META_VERSION: "1"})
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def double_input(folder: Path, real: Path) -> Path:
+    return slots_model(folder / "double.onnx", element=TensorProto.DOUBLE)
+
+
+def fixed_batch(folder: Path, real: Path) -> Path:
+    return slots_model(folder / "batch1.onnx", input_shape=[1, 246])
+
+
+def nan_outputs(folder: Path, real: Path) -> Path:
+    return slots_model(folder / "nan.onnx", weight=np.full((246, 9), np.nan))
+
+
+def infinite_outputs(folder: Path, real: Path) -> Path:
+    return slots_model(folder / "inf.onnx", weight=np.full((246, 9), np.inf))
+
+
 def missing(folder: Path, real: Path) -> Path:
     return folder / "missing.onnx"
 
@@ -429,6 +472,10 @@ BAD_FILES: list[tuple[Callable[[Path, Path], Path], list[str]]] = [
     (other_observation_size, ["'slots'", "246", "729", "'obs'"]),
     (other_action_count, ["'logits'", "5", "9"]),
     (untrusted_zip, ["Stable-Baselines3", "unpickles", "trusted=True"]),
+    (double_input, ["takes 'obs' as tensor(double)", "float32"]),
+    (fixed_batch, ["the fixed shape [1, 246]", "a batch of any size"]),
+    (nan_outputs, ["not finite", "NaN", "weights are broken"]),
+    (infinite_outputs, ["not finite"]),
 ]
 
 
@@ -446,6 +493,35 @@ def test_bad_policy_files_are_refused_naming_the_file(
     assert str(path) in message
     for fragment in fragments:
         assert fragment in message, (fragment, message)
+
+
+def test_a_policy_that_loads_plays_a_batch(tmp_path: Path) -> None:
+    """The probe at load is what the batched players need: a working file passes it and plays
+    a batch of any size."""
+    policy = load_policy(slots_model(tmp_path / "fine.onnx"))
+    observations = np.zeros((5, 246), np.float32)
+    assert policy.logits(observations).shape == (5, 9)
+
+
+@pytest.mark.parametrize("make", [double_input, fixed_batch, nan_outputs])
+def test_a_broken_policy_is_refused_by_every_command(
+    make: Callable[[Path, Path], Path], tmp_path: Path
+) -> None:
+    """Refused at load in one line, where it used to load and fail later (evaluate.py's
+    traceback, a 500 in the web app, or with NaN the first legal slot every time)."""
+    path = make(tmp_path, tmp_path)
+    evaluate = ROOT / "training" / "evaluate.py"
+    done = subprocess.run(
+        [sys.executable, str(evaluate), "--model", str(path), "--matches", "2", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(f"error: {path}") and done.stderr.count("\n") == 1
+    with pytest.raises(ValueError, match=str(path)):
+        gym.make("ButtonUp-v0", opponent=str(path))
 
 
 def test_a_trusted_zip_that_is_not_a_model_is_refused(tmp_path: Path) -> None:

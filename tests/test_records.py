@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import codecs
 import copy
 import json
 import subprocess
 import sys
+import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
 from buttonup_env.match import Match
 from buttonup_env.records import (
+    MAX_LINE_BYTES,
     InvalidRecord,
     check_record,
     problem,
@@ -365,12 +371,21 @@ def test_cli_missing_file_among_others(tmp_path: Path, data_dir: Path) -> None:
 
 
 def test_cli_unreadable_file(tmp_path: Path) -> None:
-    binary = tmp_path / "binary.jsonl"
-    binary.write_bytes(b"\xff\xfe\x00garbage\n")
-    result = replay(binary)
+    result = replay(tmp_path)  # a folder: there is nothing to read
     assert result.returncode == 2
-    assert str(binary) in result.stderr
+    assert f"cannot read {tmp_path}: Is a directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_line_that_is_not_utf8_is_one_invalid_record(tmp_path: Path) -> None:
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00garbage\n" + json.dumps(ROUNDS[0]).encode() + b"\n")
+    result = replay(binary)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stdout.splitlines() == [
+        "INVALID line 1: not UTF-8 text (byte 0xff at byte 1 of the line)",
+        "1 valid, 1 invalid",
+    ]
 
 
 def test_cli_several_files(data_dir: Path) -> None:
@@ -393,3 +408,197 @@ def test_cli_usage_without_files() -> None:
     assert result.returncode == 2
     assert "usage" in result.stderr.lower()
     assert "Traceback" not in result.stderr
+
+
+# --- hostile and careless files ---------------------------------------------------------------
+
+FORGED = "evil\n999 valid, 0 invalid\x1b[2J\u202e"
+"""An id that would print a line of its own, clear the screen and reverse the text."""
+
+HOSTILE_LINES: list[tuple[bytes, str | None]] = [
+    # (a line of the file, what its INVALID line says; None: a valid record)
+    (codecs.BOM_UTF8 + json.dumps(ROUNDS[0]).encode(), None),  # a byte-order mark first
+    (
+        b"[" * 100_000 + b"]" * 100_000,
+        "INVALID line 2: not JSON that can be read (nested too deeply)",
+    ),
+    (
+        b'{"id": 1' + b"1" * 5000 + b"}",
+        "INVALID line 3: not JSON that can be read (an integer of more",
+    ),
+    (
+        json.dumps(dict(ROUNDS[1], id=FORGED, moves=[])).encode(),
+        "INVALID evil\\n999 valid, 0 invalid\\x1b[2J\\u202e: has 0 moves",
+    ),
+    (b'{"id": "\\ud800 alone", "layout": 1}', "INVALID \\ud800 alone: lacks 'first'"),
+    (b'{"id": "caf\xe9"}', "INVALID line 6: not UTF-8 text (byte 0xe9 at byte 12 of the line)"),
+    (
+        b'{"id": "n", "first": NaN}',
+        "INVALID line 7: not JSON that can be read (NaN is not a JSON number)",
+    ),
+    (
+        b'{"moves": [' + b"1, " * 400_000 + b"1]}",
+        "INVALID line 8: the line is longer than 1,048,576 bytes",
+    ),
+    (
+        json.dumps(dict(ROUNDS[2], id="x" * 500, first=["R"] * 1000)).encode(),
+        "INVALID " + "x" * 77 + "...: first is [" + "'R', " * 10,
+    ),
+    (json.dumps(ROUNDS[3]).encode(), None),  # the rest of the file is still judged
+]
+
+
+def write_hostile(path: Path) -> Path:
+    path.write_bytes(b"\n".join(line for line, _ in HOSTILE_LINES) + b"\n")
+    return path
+
+
+def test_every_hostile_line_is_one_invalid_record_and_the_rest_is_judged(tmp_path: Path) -> None:
+    lines = list(read_records(write_hostile(tmp_path / "hostile.jsonl")))
+    assert [line.line for line in lines] == list(range(1, len(HOSTILE_LINES) + 1))
+    for line, (_, says) in zip(lines, HOSTILE_LINES, strict=True):
+        assert line.name.isprintable() and len(line.name) <= 80, line.name
+        reason = line.error or problem(line.record)  # type: ignore[arg-type]
+        assert (reason is None) == (says is None), (line.line, reason)
+
+    result = replay(tmp_path / "hostile.jsonl")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    printed = result.stdout.splitlines()
+    invalid = [says for _, says in HOSTILE_LINES if says is not None]
+    assert len(printed) == len(invalid) + 1  # one line per invalid record: none forged
+    assert printed[-1] == f"2 valid, {len(invalid)} invalid"
+    for line, says in zip(printed[:-1], invalid, strict=True):
+        assert line.startswith(says), (line[:200], says)
+        assert line.isprintable() and len(line) < 400
+
+
+def test_a_line_far_beyond_the_cap_is_dropped_without_holding_it(tmp_path: Path) -> None:
+    """Memory stays bounded: a 64 MiB line without a newline costs about the cap to read."""
+    path = tmp_path / "long.jsonl"
+    with open(path, "wb") as handle:
+        for _ in range(64):
+            handle.write(b"0" * (1 << 20))
+        handle.write(b"\n" + json.dumps(ROUNDS[0]).encode() + b"\n")
+    tracemalloc.start()
+    try:
+        lines = list(read_records(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [line.line for line in lines] == [1, 2]
+    assert lines[0].error == "the line is longer than 1,048,576 bytes"
+    assert problem(lines[1].record) is None  # type: ignore[arg-type]
+    assert peak < 4 * MAX_LINE_BYTES, peak
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_dev_zero_does_not_grow_the_checker(tmp_path: Path) -> None:
+    """An endless file without newlines: the checker reads on, in constant memory."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "buttonup_env.replay", "/dev/zero"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc = Path(f"/proc/{process.pid}")
+
+    def read_bytes() -> int:  # bytes the process has read so far (its imports: a few MB)
+        line = next(x for x in (proc / "io").read_text().splitlines() if x.startswith("rchar:"))
+        return int(line.split()[1])
+
+    def rss() -> int:  # kB
+        line = next(x for x in (proc / "status").read_text().splitlines() if x.startswith("VmRSS:"))
+        return int(line.split()[1])
+
+    try:
+        deadline = time.monotonic() + 60  # a loaded machine can take long to import
+        while read_bytes() < 512 << 20 and time.monotonic() < deadline:  # past the imports,
+            time.sleep(0.1)  # well into /dev/zero
+        assert read_bytes() >= 512 << 20, "the checker did not get to read /dev/zero"
+        start = read_bytes()
+        sizes = []
+        for _ in range(6):
+            sizes.append(rss())
+            time.sleep(0.25)
+        assert process.poll() is None  # still reading
+        assert read_bytes() - start > 64 << 20  # and reading on, not stuck
+    finally:
+        process.kill()
+        process.communicate()
+    assert max(sizes) < 150_000, sizes  # kB: Python, numpy and a 1 MiB line
+    assert max(sizes) - min(sizes) < 5_000, sizes
+
+
+# --- property: no file makes the reader or the checker fail --------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+record_keys = st.sampled_from(
+    ["id", "layout", "first", "moves", "movers", "extra_turn", "boards", "strength", "points",
+     "score_after", "target", "rounds", "score", "winner"]
+)  # fmt: skip
+
+
+@st.composite
+def records_lines(draw: st.DrawFn) -> bytes:
+    """A line of a records file: a real record with fields changed, JSON of any shape, or bytes."""
+    kind = draw(st.sampled_from(["edited", "json", "bytes"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=60)).replace(b"\n", b" ")
+    if kind == "json":
+        return json.dumps(draw(json_values)).encode()
+    record = copy.deepcopy(draw(st.sampled_from(ROUNDS[:20] + MATCHES[:5])))
+    for key in draw(st.lists(record_keys, max_size=3)):
+        record[key] = draw(json_values)
+    if "rounds" in record and isinstance(record["rounds"], list) and record["rounds"]:
+        first = record["rounds"][0]
+        if isinstance(first, dict):
+            first[draw(record_keys)] = draw(json_values)
+    return json.dumps(record).encode()
+
+
+def has_text(line: bytes, first: bool) -> bool:
+    """Whether a line of a records file is more than white space (a byte-order mark first)."""
+    if first:
+        line = line.removeprefix(codecs.BOM_UTF8)
+    try:
+        return bool(line.decode("utf-8").strip())
+    except UnicodeDecodeError:
+        return True  # not text at all: an invalid record
+
+
+def check_any_file(lines: list[bytes], tmp_path: Path) -> None:
+    path = tmp_path / "fuzz.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    read = list(read_records(path))
+    assert [line.line for line in read] == [
+        n for n, line in enumerate(lines, start=1) if has_text(line, first=n == 1)
+    ]  # one RecordLine for every line but the blank ones
+    for line in read:
+        assert line.name.isprintable() and len(line.name) <= 80
+        if line.record is None:
+            assert line.error
+            continue
+        reason = problem(line.record)
+        assert reason is None or (isinstance(reason, str) and reason)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(records_lines(), min_size=1, max_size=8))
+def test_no_file_makes_the_reader_fail(lines: list[bytes], tmp_path: Path) -> None:
+    check_any_file(lines, tmp_path)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(records_lines(), min_size=1, max_size=8))
+def test_no_file_makes_the_reader_fail_long_run(lines: list[bytes], tmp_path: Path) -> None:
+    check_any_file(lines, tmp_path)

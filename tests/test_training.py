@@ -4,6 +4,7 @@ and resume, export with a card, evaluate from the command line, and their error 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -12,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -23,7 +23,7 @@ import pytest
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
 from buttonup_env._cli import run_cli
-from buttonup_env.bots import GreedyBot, RandomBot
+from buttonup_env.bots import GradedBot, GreedyBot, RandomBot
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy
@@ -46,6 +46,7 @@ TINY = [
     "--eval-every", "128",
     "--checkpoint-every", "128",
     "--eval-matches", "2",
+    "--ladder-matches", "6",
     "--final-eval-matches", "4",
     "--no-progress",
 ]  # fmt: skip
@@ -74,9 +75,11 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
 
 
 def checkpoint_steps(path: Path) -> int:
-    """``num_timesteps`` stored in an SB3 checkpoint (read from its JSON part, no unpickling)."""
-    with zipfile.ZipFile(path) as archive:
-        return json.loads(archive.read("data"))["num_timesteps"]
+    """The steps of a checkpoint (``NAME.pt``), read from ``NAME.json``, which holds the .pt's
+    SHA-256 (the two files belong together)."""
+    state = json.loads(path.with_suffix(".json").read_text())
+    assert state["weights_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    return state["steps"]
 
 
 def eval_rows(run_dir: Path) -> list[dict]:
@@ -112,10 +115,10 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
 
     latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
     assert latest["steps"] == total_steps
-    assert checkpoint_steps(run_dir / "checkpoints" / "latest.zip") == total_steps
+    assert checkpoint_steps(run_dir / "checkpoints" / "latest.pt") == total_steps
     assert latest["train_seconds"] > 0
     best = json.loads((run_dir / "checkpoints" / "best.json").read_text())
-    assert checkpoint_steps(run_dir / "checkpoints" / "best.zip") == best["best_steps"]
+    assert checkpoint_steps(run_dir / "checkpoints" / "best.pt") == best["best_steps"]
 
     snapshots = sorted((run_dir / "snapshots").glob("*.onnx"))
     assert snapshots
@@ -138,6 +141,8 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
         measured = [r for r in by_move if r is not None]
         assert len(by_move) == 8 and measured and all(r >= 0 for r in measured)
         assert (max(measured) > 0) == (row["regret_perfect"] > 0)
+        assert row["elo_low"] < row["elo"] < row["elo_high"]  # the rating against the ladder
+        assert row["ladder_matches"] == config["ladder_matches"] and 0 <= row["ladder_score"] <= 1
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     card = json.loads((run_dir / "final.json").read_text())
@@ -175,6 +180,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
     assert scalar_steps(run_dir, "eval/win_rate_random")
     assert scalar_steps(run_dir, "eval/regret_vs_perfect_first_move")
+    assert scalar_steps(run_dir, "eval/elo") == scalar_steps(run_dir, "eval/win_rate_random")
     assert scalar_steps(run_dir, "pool/size")
 
 
@@ -276,7 +282,7 @@ def interrupt_training(
     )
     try:
         deadline = time.monotonic() + 300
-        while not (run_dir / "checkpoints" / "latest.zip").exists():
+        while not (run_dir / "checkpoints" / "latest.pt").exists():
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "no checkpoint after 300 s"
             time.sleep(0.05)
@@ -298,7 +304,7 @@ def interrupt_training(
     steps = int(stopped[1].replace(",", ""))
     assert 0 < steps < 2048
     assert f"python training/train.py --resume {run_dir}" in out
-    assert checkpoint_steps(run_dir / "checkpoints" / "latest.zip") == steps
+    assert checkpoint_steps(run_dir / "checkpoints" / "latest.pt") == steps
     latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
     assert latest["steps"] == steps
     assert not (run_dir / "final.onnx").exists()
@@ -320,7 +326,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
 
     finished = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
     assert finished["steps"] == total
-    assert checkpoint_steps(run_dir / "checkpoints" / "latest.zip") == finished["steps"]
+    assert checkpoint_steps(run_dir / "checkpoints" / "latest.pt") == finished["steps"]
     assert finished["train_seconds"] > latest["train_seconds"]
     card = json.loads((run_dir / "final.json").read_text())
     assert card["training"]["steps"] == finished["steps"]
@@ -536,10 +542,8 @@ def run_outputs(run_dir: Path) -> dict[str, object]:
         for path in [*sorted((run_dir / "snapshots").glob("*.onnx")), run_dir / "final.onnx"]
     }
     outputs["best.onnx"] = (run_dir / "best.onnx").read_bytes()
-    for name in ("latest", "best"):
-        with zipfile.ZipFile(run_dir / "checkpoints" / f"{name}.zip") as archive:
-            for part in ("policy.pth", "policy.optimizer.pth"):
-                outputs[f"{name}/{part}"] = archive.read(part)
+    for name in ("latest", "best"):  # the weights and the optimiser's state
+        outputs[f"{name}.pt"] = (run_dir / "checkpoints" / f"{name}.pt").read_bytes()
     outputs["eval.jsonl"] = [
         {k: v for k, v in row.items() if k != "minutes"} for row in eval_rows(run_dir)
     ]
@@ -562,7 +566,7 @@ def test_same_seed_same_run_other_seed_other_run(vec_env: str, tmp_path: Path) -
     for key in first:
         assert first[key] == again[key], f"{key} differs between two runs with one seed"
     other = run_outputs(seeded_run(tmp_path, "c", vec_env, seed=5))
-    for key in ("step_000000000.onnx", "final.onnx", "latest/policy.pth", "eval.jsonl"):
+    for key in ("step_000000000.onnx", "final.onnx", "latest.pt", "eval.jsonl"):
         assert other[key] != first[key], f"{key} is the same with another seed"
 
 
@@ -639,7 +643,7 @@ def broken_run(runs: Path, config: str, state: str | None) -> list[str | Path]:
     folder = runs.parent / "broken"
     (folder / "checkpoints").mkdir(parents=True)
     (folder / "config.json").write_text(config)
-    (folder / "checkpoints" / "latest.zip").write_bytes(b"")
+    (folder / "checkpoints" / "latest.pt").write_bytes(b"")
     if state is not None:
         (folder / "checkpoints" / "latest.json").write_text(state)
     return ["--resume", folder]
@@ -705,9 +709,20 @@ BAD_TRAIN_ARGS = {
         ],
         "--opponents.prioritized needs --vec-env batched",
     ),
+    "an unknown ladder player": (
+        lambda runs: [*TINY, "--ladder", "random", "nosuchbot", "--runs-dir", runs],
+        "'nosuchbot' is not a player",
+    ),
+    "fewer ladder matches than players": (
+        lambda runs: [*TINY, "--ladder-matches", "3", "--runs-dir", runs],
+        "--ladder-matches must be 0 (no rating) or at least one match per ladder player (6)",
+    ),
     "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
     "resume without its state": (lambda runs: broken_run(runs, "{}", None), "latest.json"),
-    "resume a damaged config": (lambda runs: broken_run(runs, "{}", "{}"), "damaged"),
+    "resume a damaged config": (
+        lambda runs: broken_run(runs, "{}", "{}"),
+        "config.json: preset is missing",
+    ),
     "resume a config that is not JSON": (
         lambda runs: broken_run(runs, "not json", "{}"),
         "damaged",
@@ -844,7 +859,7 @@ def test_export_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     (tmp_path / "young" / "config.json").write_text("{}")
     done = run(EXPORT, tmp_path / "young")
     assert done.returncode != 0
-    assert "best.zip does not exist" in one_error_line(done)
+    assert "best.pt does not exist" in one_error_line(done)
 
 
 DAMAGE = {
@@ -852,7 +867,7 @@ DAMAGE = {
     "config not an object": ("config.json", "[1, 2]", "a JSON object was expected"),
     "state": ("checkpoints/best.json", "{", "best.json is damaged"),
     "periodic evaluations": ("eval.jsonl", '{"steps": 0}\n{"ste', "eval.jsonl is damaged"),
-    "checkpoint": ("checkpoints/best.zip", "not a zip", "cannot be loaded as a checkpoint"),
+    "checkpoint": ("checkpoints/best.pt", "not a zip", "best.pt is not the file its best.json"),
 }
 
 
@@ -882,10 +897,14 @@ def test_resume_refuses_a_damaged_checkpoint_in_one_line(
     tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
 ) -> None:
     copy = damaged_copy(tiny_run[0], tmp_path, "checkpoint")
-    (copy / "checkpoints" / "latest.zip").write_bytes(b"not a zip")
+    weights = copy / "checkpoints" / "latest.pt"
+    weights.write_bytes(weights.read_bytes()[:1000])  # cut short, its hash written to match
+    state = json.loads(weights.with_suffix(".json").read_text())
+    state["weights_sha256"] = hashlib.sha256(weights.read_bytes()).hexdigest()
+    weights.with_suffix(".json").write_text(json.dumps(state))
     done = run(TRAIN, "--resume", copy)
     assert done.returncode == 2
-    assert "latest.zip cannot be loaded as a checkpoint" in one_error_line(done)
+    assert "latest.pt cannot be loaded as a checkpoint" in one_error_line(done)
 
 
 def test_resume_refuses_damaged_saved_games_in_one_line(
@@ -899,7 +918,7 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
     state_file.write_text(json.dumps(state))
     done = run(TRAIN, "--resume", copy)
     assert done.returncode == 2
-    assert "the saved games in" in one_error_line(done)
+    assert "latest.json: resume.n_updates is missing" in one_error_line(done)
 
 
 @pytest.mark.parametrize(
@@ -1171,6 +1190,20 @@ def test_evaluate_cli_prints_writes_and_records(tmp_path: Path) -> None:
     assert "20 valid, 0 invalid" in replay.stdout
 
 
+def test_evaluate_cli_plays_a_graded_bot(tmp_path: Path) -> None:
+    figures_file = tmp_path / "figures.json"
+    args = ["--model", "perfect-0.25", "--opponent", "greedy", "--matches", "10", "--no-progress"]
+    done = run(EVALUATE, *args, "--json", figures_file)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(figures_file.read_text())
+    result = evaluate(GradedBot(0.25), GreedyBot(), 10, seed=0)
+    assert (result.wins, result.rounds, result.decisions) == (
+        figures["wins"],
+        figures["rounds"],
+        figures["decisions"],
+    )
+
+
 def test_evaluate_cli_plays_an_exported_policy(
     tiny_run: tuple[Path, subprocess.CompletedProcess],
 ) -> None:
@@ -1197,6 +1230,10 @@ BAD_EVALUATE_ARGS = {
     ),
     "untrusted zip": (untrusted_checkpoint, "export it to ONNX with python training/export.py"),
     "negative seed": (lambda _: ["--model", "random", "--seed", "-1"], "--seed must be"),
+    "a graded bot without a probability": (
+        lambda _: ["--model", "perfect-1.5"],
+        "'perfect-1.5' is not a graded bot",
+    ),
     "json into a folder": (
         lambda tmp_path: ["--model", "random", "--json", str(tmp_path)],
         "is a folder",

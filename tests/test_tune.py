@@ -540,6 +540,88 @@ def test_report_of_run_folders_measures_their_exploitability(
     assert stop.value.code == 2
 
 
+def rated_run(folder: Path, linear_policy: Callable) -> Path:
+    """A finished run folder with three snapshots: two random linear policies and the shipped
+    agent, and periodic evaluations that logged a rating."""
+    from buttonup_env.models import shipped_policy_path
+
+    run = folder / "run0"
+    (run / "snapshots").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"seed": 0}))
+    rows = [{"steps": s, "regret_perfect": 1.0 - s / 400, "win_rate_random": 0.5,
+             "win_rate_greedy": 0.5, "win_rate_perfect": 0.1, "elo": 100.0 + s,
+             "elo_low": 50.0 + s, "elo_high": 150.0 + s} for s in (0, 100, 200)]  # fmt: skip
+    (run / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    linear_policy(run / "snapshots" / "step_000000000.onnx", "afterstates", 1)
+    linear_policy(run / "snapshots" / "step_000000100.onnx", "ring", 2)
+    shutil.copy(shipped_policy_path("buttonup-ppo"), run / "snapshots" / "step_000000200.onnx")
+    shutil.copy(shipped_policy_path("buttonup-ppo"), run / "final.onnx")
+    return run
+
+
+def test_report_rates_a_runs_snapshots_against_the_ladder(
+    report: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linear_policy: Callable
+) -> None:
+    """--ratings: every snapshot's rating against the ladder beside its exploitability (a
+    stand-in here; the real one is tested in test_exploit.py), the rank correlation, the
+    picture, and the figures kept in the run folder for the next report."""
+    import scipy.stats
+
+    from buttonup_env import exploit
+    from buttonup_env.league import rate_against_ladder
+
+    run = rated_run(tmp_path / "group", linear_policy)
+    measured: list[str] = []
+    made_up = {"step_000000000.onnx": 9.0, "step_000000100.onnx": 6.0, "step_000000200.onnx": 0.1}
+
+    def exploitability(policy: object) -> object:
+        measured.append(policy.path.name)  # type: ignore[attr-defined]
+        return type("Result", (), {"exploitability": made_up[policy.path.name]})()  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(exploit, "exploitability", exploitability)
+    out = tmp_path / "report"
+    args = ["--runs", str(run), "--out", str(out), "--reps", "50", "--no-exploitability",
+            "--ratings", "--ladder", "random", "greedy", "perfect",
+            "--ladder-matches", "60"]  # fmt: skip
+    report.main(args)
+    figures = json.loads((out / "report.json").read_text())["figures"]["ratings"]["run0"]
+    rows = figures["snapshots"]
+    assert [row["steps"] for row in rows] == [0, 100, 200]
+    assert measured == [row["snapshot"] for row in rows]
+    expected = rate_against_ladder(run / "snapshots" / "step_000000200.onnx",
+                                   ("random", "greedy", "perfect"), 60, seed=0)  # fmt: skip
+    assert {k: rows[2][k] for k in expected} == expected
+    assert rows[2]["elo"] > max(rows[0]["elo"], rows[1]["elo"])  # the shipped agent is strong
+    elo, exploits = [r["elo"] for r in rows], [r["exploitability"] for r in rows]
+    assert figures["spearman"] == pytest.approx(scipy.stats.spearmanr(elo, exploits).statistic)
+    table = (out / "report.md").read_text()
+    assert "## Ratings against the ladder" in table
+    assert "| step_000000200.onnx | 200 | " in table and "| 0.100 |" in table
+    assert (out / "ratings-run0.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    report.main(args)  # kept in the run folder: nothing measured again
+    assert len(measured) == 3
+    report.main([*args[:-1], "90"])  # other settings: measured again
+    assert len(measured) == 6
+    kept = [json.loads(line) for line in (run / "ratings.jsonl").read_text().splitlines()]
+    assert [row["ladder_matches"] for row in kept] == [90, 90, 90]
+
+
+def test_report_ratings_refuse_bad_arguments(
+    report: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    for args, fragment in (
+        (["--study", "x", "--ratings"], "--ratings rates the snapshots of run folders"),
+        (["--runs", str(tmp_path), "--ratings", "--ladder", "random"], "at least two players"),
+        (["--runs", str(tmp_path), "--ratings", "--ladder-matches", "2"], "at least 6, got 2"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            report.main(args)
+        assert stopped.value.code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and fragment in lines[0], lines
+
+
 def test_report_of_a_sweep_lists_the_best_trials_and_the_parameters(
     report: ModuleType, tmp_path: Path
 ) -> None:

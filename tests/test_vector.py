@@ -138,7 +138,7 @@ def check_batch(
     **kwargs: Any,
 ) -> int:
     """Drive the env with random actions and check every transition; return the env steps."""
-    env = ButtonUpVectorEnv(num_envs, encoding=encoding, **kwargs)
+    env = ButtonUpVectorEnv(num_envs, encoding=encoding, backend="numpy", **kwargs)
     recorder = Recorder(env)
     ref = Reference(num_envs, env.target, env.reward_mode, env.episode)
     rng = np.random.default_rng(seed)
@@ -311,7 +311,10 @@ def test_same_seed_same_games_other_seed_other_games(opponent: str) -> None:
 
 
 def opponent_moves(env: ButtonUpVectorEnv, steps: int = 60) -> list[tuple[State, int]]:
-    """(position, slot) of every opponent move in ``steps`` steps of random agents."""
+    """(position, slot) of every opponent move in ``steps`` steps of random agents (of a
+    numpy env, whose moves go through ``_move``; the compiled env equals it, see
+    test_compiled.py)."""
+    assert env.backend == "numpy"
     moves: list[tuple[State, int]] = []
     play = env._move
 
@@ -328,7 +331,7 @@ def opponent_moves(env: ButtonUpVectorEnv, steps: int = 60) -> list[tuple[State,
 
 
 def test_perfect_opponent_plays_only_best_moves() -> None:
-    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="perfect"))
+    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="perfect", backend="numpy"))
     assert len(moves) > 1000
     for state, slot in moves:
         values = solver.move_values(state)
@@ -355,7 +358,7 @@ def greedy_candidates(state: State) -> set[int]:
 
 
 def test_greedy_opponent_plays_like_the_greedy_bot() -> None:
-    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="greedy"))
+    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="greedy", backend="numpy"))
     assert len(moves) > 1000
     bot = GreedyBot(seed=0)
     for state, slot in moves:
@@ -365,7 +368,7 @@ def test_greedy_opponent_plays_like_the_greedy_bot() -> None:
 
 
 def test_random_opponent_plays_every_legal_move() -> None:
-    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="random"))
+    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="random", backend="numpy"))
     firsts = [
         slot == state.legal_moves()[0] for state, slot in moves if len(state.legal_moves()) == 3
     ]
@@ -374,7 +377,7 @@ def test_random_opponent_plays_every_legal_move() -> None:
 
 @pytest.mark.parametrize("spec", ["buttonup-ppo", str(MODEL)])
 def test_onnx_opponent_plays_like_the_loaded_policy(spec: str) -> None:
-    moves = opponent_moves(ButtonUpVectorEnv(16, opponent=spec), steps=30)
+    moves = opponent_moves(ButtonUpVectorEnv(16, opponent=spec, backend="numpy"), steps=30)
     policy = buttonup_env.load_policy(MODEL)
     assert len(moves) > 200
     assert all(policy.act(state) == slot for state, slot in moves)

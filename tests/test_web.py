@@ -36,6 +36,8 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 REPO = Path(__file__).resolve().parent.parent
 SENTENCE = re.compile(r"^[A-Z0-9].*[.!?]$", re.DOTALL)
+LOCAL = "http://127.0.0.1:8000"
+"""Where the test client says it connects: the Host the server answers by default."""
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +48,7 @@ def records(data_dir: Path) -> list[Any]:
 
 @pytest.fixture
 def client(records: list[Any]) -> TestClient:
-    return TestClient(create_app(offer([]), records))
+    return TestClient(create_app(offer([]), records), base_url=LOCAL)
 
 
 def new_game(client: TestClient, **body: Any) -> dict[str, Any]:
@@ -150,7 +152,7 @@ def test_an_unknown_address_gets_a_sentence(client: TestClient) -> None:
 # --- options and new games -------------------------------------------------------------------
 def test_options_offer_the_players_default_first(records: list[Any]) -> None:
     app = create_app(offer(["greedy", "perfect"]), records, notes=["a note"])
-    options = TestClient(app).get("/api/options").json()
+    options = TestClient(app, base_url=LOCAL).get("/api/options").json()
     assert [p["key"] for p in options["players"]] == ["greedy", "perfect", "random"]
     assert options["default_opponent"] == "greedy"
     assert options["default_target"] == 15
@@ -163,7 +165,7 @@ def test_a_policy_is_offered_by_its_name_not_its_path() -> None:
     assert note is None, note
     players = offer([shipped])
     assert [p.key for p in players] == ["buttonup-ppo", "random", "greedy", "perfect"]
-    client = TestClient(create_app(players))
+    client = TestClient(create_app(players), base_url=LOCAL)
     view = new_game(client, black="buttonup-ppo", seed=3)
     assert view["players"]["B"]["key"] == "buttonup-ppo"
     assert str(REPO) not in json.dumps(view)
@@ -346,7 +348,7 @@ def test_an_unknown_game_gets_404(client: TestClient, method: str, path: str, ga
 
 
 def test_the_oldest_games_are_dropped_beyond_the_cap() -> None:
-    client = TestClient(create_app(offer([]), max_games=3))
+    client = TestClient(create_app(offer([]), max_games=3), base_url=LOCAL)
     ids = [new_game(client, seed=s)["id"] for s in range(3)]
     assert client.get(f"/api/games/{ids[0]}").status_code == 200  # used: now the newest
     fourth = new_game(client)["id"]
@@ -465,7 +467,7 @@ def test_an_unknown_record_gets_404(client: TestClient) -> None:
         assert is_sentence(response.json()["detail"]) and "0 to 339" in response.json()["detail"]
     response = client.get("/api/records/x")
     assert response.status_code == 422 and is_sentence(response.json()["detail"])
-    empty = TestClient(create_app(offer([])))
+    empty = TestClient(create_app(offer([])), base_url=LOCAL)
     assert empty.get("/api/records").json() == []
     response = empty.get("/api/records/0")
     assert response.status_code == 404 and "--records" in response.json()["detail"]
@@ -511,18 +513,18 @@ def test_200_concurrent_games_are_neither_lost_nor_mixed_up() -> None:
 
     async def everyone() -> list[tuple[str, dict[str, Any]]]:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as client:
             return await asyncio.gather(*(_play_through(client, seed) for seed in range(200)))
 
     results = asyncio.run(everyone())
     assert len({game_id for game_id, _ in results}) == 200
     assert len(app.state.store) == 200
     # the same seeds played one at a time end the same way: no game took another's moves
-    alone = TestClient(create_app(offer([])))
+    alone = TestClient(create_app(offer([])), base_url=LOCAL)
 
     async def replayed(seed: int) -> dict[str, Any]:
         transport = httpx.ASGITransport(app=alone.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as client:
             return (await _play_through(client, seed))[1]
 
     for seed in (0, 57, 199):
@@ -565,6 +567,53 @@ def test_bad_numbers_are_usage_errors() -> None:
     for argv in (["--port", "x"], ["--port", "-1"], ["--port", "65536"]):
         code, _, err = run_main(argv)
         assert code == 2 and "--port" in err
+
+
+def test_graded_bots_are_offered_as_levels_with_their_ratings(records: list[Any]) -> None:
+    levels = ("perfect-0.5", "perfect-0.10")
+    ratings = {"random": 0.0, "perfect-0.5": 330.4, "perfect": 1100.0}
+    players = offer(["perfect-0.3", "greedy"], levels=levels, ratings=ratings)
+    assert [p.key for p in players] == [
+        "perfect-0.3", "greedy", "random", "perfect-0.5", "perfect-0.1", "perfect"
+    ]  # fmt: skip
+    labels = {p.key: p.label for p in players}
+    assert labels["perfect-0.3"] == "the perfect bot with 30% random moves"
+    assert labels["perfect-0.5"] == "level 1 of 2: perfect, 50% random moves"
+    assert labels["perfect-0.1"] == "level 2 of 2: perfect, 10% random moves"
+    options = TestClient(create_app(players, records)).get("/api/options").json()
+    elo = {p["key"]: p["elo"] for p in options["players"]}
+    assert elo == {"perfect-0.3": None, "greedy": None, "random": 0.0, "perfect-0.5": 330.4,
+                   "perfect-0.1": None, "perfect": 1100.0}  # fmt: skip
+
+
+def test_a_level_plays_as_its_graded_bot(records: list[Any]) -> None:
+    client = TestClient(create_app(offer([], levels=["perfect-0.25"]), records))
+    view = new_game(client, red="perfect-0.25", black="perfect", target=3, seed=4)
+    assert view["players"]["R"]["label"] == "level 1 of 1: perfect, 25% random moves"
+    state = view["state"]
+    while not state["match_over"]:
+        response = client.post(f"/api/games/{view['id']}/step")
+        if response.status_code == 409:  # the round is over
+            response = client.post(f"/api/games/{view['id']}/next-round")
+        assert response.status_code == 200, response.text
+        state = check_events(state, response.json()["events"])
+    with pytest.raises(ValueError, match="'perfect-2' is not a graded bot"):
+        offer(["perfect-2"])
+
+
+def test_the_command_offers_the_levels_with_the_shipped_leagues_ratings() -> None:
+    from buttonup_env.models import shipped_ratings
+
+    ratings = shipped_ratings()
+    players, _ = cli._players(None)
+    keys = [p.key for p in players]
+    assert keys == ["buttonup-ppo", "random", "greedy", *cli.LEVELS, "perfect"]
+    for player in players:
+        assert player.elo == ratings[player.key], player.key
+    elo = [p.elo for p in players[1:]]  # the levels climb from the greedy bot to perfect play
+    assert elo == sorted(elo)
+    on_request, _ = cli._players(["perfect-0.3", "buttonup-ppo"])
+    assert on_request[0].elo is None and on_request[1].elo == ratings["buttonup-ppo"]
 
 
 def test_without_the_web_extra_the_command_says_what_to_install(

@@ -64,7 +64,8 @@ WAIT = 20  # seconds for anything the page does
 def server(data_dir: Path) -> Iterator[tuple[str, Any]]:
     """The real server (uvicorn) on a free port of 127.0.0.1, in a thread."""
     records, _ = load_records([data_dir / "matches.jsonl"])
-    app = create_app(offer(["random"]), records)
+    ratings = {"random": 0.0, "perfect-0.25": 604.6, "perfect": 1133.2}  # greedy: none
+    app = create_app(offer(["random"], levels=["perfect-0.25"], ratings=ratings), records)
     sock = listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
@@ -201,6 +202,20 @@ def test_a_match_against_the_random_bot_played_by_clicking(
         browser.save_screenshot(str(screenshot))
     assert screenshot.stat().st_size > 10_000
     assert console_errors(browser) == []
+
+
+def test_the_opponents_are_listed_with_their_ratings(
+    server: tuple[str, Any], browser: WebDriver
+) -> None:
+    url, _ = server
+    open_page(browser, url)
+    options = Select(browser.find_element(By.ID, "opponent")).options
+    assert [o.text for o in options] == [
+        "the random bot (Elo 0)",
+        "the greedy bot",
+        "level 1 of 1: perfect, 25% random moves (Elo 605)",
+        "the perfect bot (Elo 1133)",
+    ]
 
 
 def test_two_bots_watched_paused_and_stepped(server: tuple[str, Any], browser: WebDriver) -> None:

@@ -28,26 +28,14 @@ def read_json(path: Path) -> dict[str, Any]:
     """A JSON file of a run folder (one object); a damaged one ends the script with one
     error line."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes())
+    except RecursionError:
+        fail(f"{path} is damaged (its JSON is nested too deeply)")
     except (OSError, ValueError) as error:
         fail(f"{path} is damaged ({error})")
     if not isinstance(data, dict):
         fail(f"{path} is damaged (a JSON object was expected, not {type(data).__name__})")
     return data
-
-
-def load_checkpoint(path: Path, **kwargs: Any) -> Any:
-    """A MaskablePPO checkpoint (``.zip``) written by training/train.py, on the CPU.
-
-    It unpickles Python code: load only runs you made. A damaged file ends the script with
-    one error line. ``kwargs`` go to ``MaskablePPO.load`` (``env=`` to go on training).
-    """
-    from sb3_contrib import MaskablePPO
-
-    try:
-        return MaskablePPO.load(path, device="cpu", **kwargs)
-    except (OSError, ValueError, EOFError) as error:
-        fail(f"{path} cannot be loaded as a checkpoint ({error})")
 
 
 def code_version() -> str:
@@ -100,8 +88,23 @@ def write_card(
 
 
 def read_eval_rows(eval_file: Path) -> list[dict[str, Any]]:
-    """The periodic evaluations that training appends to ``eval.jsonl``, one JSON row a line."""
-    return [json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()]
+    """The periodic evaluations that training appends to ``eval.jsonl``, one JSON object a
+    line. ``ValueError`` naming the line when one is not (``OSError`` when the file cannot be
+    read)."""
+    rows = []
+    for number, line in enumerate(eval_file.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except RecursionError:
+            raise ValueError(f"line {number} is nested too deeply") from None
+        except ValueError as error:
+            raise ValueError(f"line {number}: {error}") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"line {number} is not a JSON object")
+        rows.append(row)
+    return rows
 
 
 def regret_ticks(regrets: list[float]) -> list[float]:

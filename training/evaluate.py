@@ -11,7 +11,8 @@ for each of a round's eight moves (where the mistakes sit) and matches per secon
 FILE`` writes the same figures; ``--record FILE`` writes the games as match records
 (``docs/rules.md``), which ``python -m buttonup_env.replay FILE`` checks.
 
-A player is ``random``, ``greedy``, ``perfect``, the name of a shipped policy (``buttonup-ppo``)
+A player is ``random``, ``greedy``, ``perfect``, a graded bot ``perfect-P`` (a random legal move
+with probability P, the perfect move otherwise), the name of a shipped policy (``buttonup-ppo``)
 or a path to an exported ``.onnx`` policy (an SB3 ``.zip`` only with ``--trusted``: loading one
 runs pickled code).
 
@@ -32,13 +33,13 @@ import tyro
 from tqdm import tqdm
 
 from buttonup_env._cli import run_cli
-from buttonup_env.bots import BOTS, GreedyBot, Player, RandomBot
+from buttonup_env.bots import BOTS, GreedyBot, Player, RandomBot, graded_p, make_bot
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.models import shipped_policies
 from buttonup_env.policy import load_policy
 from buttonup_env.records import write_records
-from buttonup_env.rules import LAYOUTS
+from buttonup_env.rules import LAYOUTS, MAX_TARGET
 
 
 @dataclass
@@ -46,10 +47,11 @@ class EvaluateArgs:
     """Evaluate a policy (or bot) against an opponent over whole matches."""
 
     model: str
-    """The player measured: a .onnx policy, a shipped policy's name, or random|greedy|perfect."""
+    """The player measured: a .onnx policy, a shipped policy's name, random|greedy|perfect, or
+    a graded bot perfect-P (a random legal move with probability P, else the perfect one)."""
     opponent: str = "random"
-    """random|greedy|perfect, a shipped policy's name, a path to another policy, or
-    best-response (exploitability)."""
+    """random|greedy|perfect, a graded bot perfect-P, a shipped policy's name, a path to another
+    policy, or best-response (exploitability)."""
     matches: int = 1000
     """Matches to play."""
     seed: int = 0
@@ -67,9 +69,10 @@ class EvaluateArgs:
 
 
 def make_player(spec: str, trusted: bool) -> Player:
-    """A bot or a shipped policy by name, or a policy from a file; ``ValueError`` otherwise."""
-    if spec in BOTS:
-        return BOTS[spec]()
+    """A bot, a graded bot or a shipped policy by name, or a policy from a file; ``ValueError``
+    otherwise."""
+    if spec in BOTS or graded_p(spec) is not None:  # graded_p raises for perfect-<not P>
+        return make_bot(spec)
     if spec in shipped_policies():
         return load_policy(spec)
     path = Path(spec)
@@ -105,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.matches < 1:
             raise ValueError(f"--matches must be >= 1, got {args.matches}")
-        if args.target < 1:
-            raise ValueError(f"--target must be >= 1, got {args.target}")
+        if not 1 <= args.target <= MAX_TARGET:
+            raise ValueError(f"--target must be >= 1 and <= {MAX_TARGET}, got {args.target}")
         if args.seed < 0:
             raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
         for option, path in (("--json", args.json), ("--record", args.record)):

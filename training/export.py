@@ -20,7 +20,10 @@ observation encoding, SB3 version, training steps) beside the same evaluations a
 The exported player applies the legal-move mask (illegal logits to -inf, then the best legal
 move), also for a plain ``PPO`` model trained without one.
 
-This loads the run's SB3 checkpoint, which unpickles Python code: export only runs you made.
+A run folder's checkpoint is read without unpickling anything (tensors and JSON, every value
+checked; see checkpoints.py), so a run folder someone sent you is safe to export; a run folder
+of an earlier version, whose checkpoints are SB3 .zip files, is refused with the command that
+converts it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ import tyro
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import code_version, fail, load_checkpoint, read_eval_rows, read_json, write_card
+from checkpoints import CheckpointError, files, old_format, old_format_message, read_state
+from checkpoints import load_policy as load_checkpoint_policy
+from common import code_version, fail, read_eval_rows, read_json, write_card
 
 from buttonup_env._cli import run_cli
 from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
@@ -178,11 +183,13 @@ def checkpoint_training(run_dir: Path, which: str, steps: int, state: dict) -> d
         "steps": steps,
         "minutes": round(state.get("train_seconds", 0.0) / 60, 1),
     }
-    latest_file = run_dir / "checkpoints" / "latest.json"
-    if latest_file.is_file():
-        latest = read_json(latest_file)
-        training["run_steps"] = latest.get("steps")
-        training["run_minutes"] = round(latest.get("train_seconds", 0.0) / 60, 1)
+    if (run_dir / "checkpoints" / "latest.json").is_file():
+        try:
+            latest = read_state(run_dir, "latest")
+        except CheckpointError as error:
+            fail(str(error))
+        training["run_steps"] = latest["steps"]
+        training["run_minutes"] = round(latest["train_seconds"] / 60, 1)
     return training
 
 
@@ -281,20 +288,23 @@ def main(argv: list[str] | None = None) -> None:
         export_zip(args)
         return
     which = args.which or "best"
-    checkpoint = args.source / "checkpoints" / f"{which}.zip"
     if not (args.source / "config.json").is_file():
         fail(
             f"{args.source} is not a run folder (no config.json) nor a Stable-Baselines3 .zip "
             "(export one with --trusted)"
         )
-    if not checkpoint.is_file():
-        fail(f"{checkpoint} does not exist (run still starting?)")
+    old = old_format(args.source, which)
+    if old is not None:
+        fail(old_format_message(args.source, old))
+    if not files(args.source, which)[0].is_file():
+        fail(f"{files(args.source, which)[0]} does not exist (run still starting?)")
     check_common(args)
     config = read_json(args.source / "config.json")
-    state_file = args.source / "checkpoints" / f"{which}.json"
-    state = read_json(state_file) if state_file.is_file() else {}
-    model = load_checkpoint(checkpoint)
-    training = checkpoint_training(args.source, which, model.num_timesteps, state)
+    try:
+        policy, state = load_checkpoint_policy(args.source, which, config)
+    except CheckpointError as error:
+        fail(str(error))
+    training = checkpoint_training(args.source, which, state["steps"], state)
     eval_file = args.source / "eval.jsonl"
     if eval_file.is_file():
         try:
@@ -303,7 +313,7 @@ def main(argv: list[str] | None = None) -> None:
             fail(f"{eval_file} is damaged ({error})")
     out = args.out or args.source / f"{which}.onnx"
     export_with_card(
-        model.policy,
+        policy,
         out,
         config,
         training,

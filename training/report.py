@@ -3,6 +3,7 @@
     python training/report.py --study quick10               # a study in runs/optuna.db
     python training/report.py --study quick10 lr3e4         # many-seed studies side by side
     python training/report.py --runs runs/quick10           # run folders (of tune.py or train.py)
+    python training/report.py --runs runs/NAME --ratings    # and its snapshots' ratings
     python training/report.py --study lr --storage postgresql+psycopg://USER:PW@HOST/DB
 
 Writes OUT/report.md (and prints it), report.json with the same figures, and PNG plots beside
@@ -20,11 +21,17 @@ Sweeps (a study made with --trials and a space): the best trials with their para
 parameter's importance (Optuna's fANOVA) and the median regret for each of its values (or each
 half of its range), the regret of every trial in order (history.png) and against each
 parameter (params.png).
+
+Ratings (``--ratings``, with run folders): every snapshot of a run rated against a fixed ladder
+of bots (``buttonup_env.league.rate_against_ladder``) beside its exact exploitability, the rank
+correlation of the two, and ratings-RUN.png: rating against steps (with the ratings logged by
+the periodic evaluations) and rating against exploitability. See docs/league.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shlex
 import statistics
@@ -53,6 +60,7 @@ from common import (
 )
 
 from buttonup_env._cli import run_cli
+from buttonup_env.league import DEFAULT_LADDER
 
 BOTS = ("random", "greedy", "perfect")
 
@@ -84,12 +92,22 @@ class ReportConfig:
     reps: int = 2000
     """Bootstrap resamples of the confidence intervals."""
     seed: int = 0
-    """Seed of the bootstrap (of each interval: the same seed gives the same report)."""
+    """Seed of the bootstrap (of each interval: the same seed gives the same report) and of the
+    matches of --ratings."""
     top: int = 10
     """Best trials listed for a sweep."""
     exploitability: bool = True
     """Measure the exact exploitability of the final policy of run folders that have no
     trial.json (plain train.py runs: about 5-20 s each on a 2-core machine)."""
+    ratings: bool = False
+    """With --runs: rate every snapshot of each run against the ladder and measure its exact
+    exploitability (about 5-20 s a snapshot, kept in the run's ratings.jsonl for next time);
+    draws ratings-RUN.png (rating against steps, rating against exploitability) and adds a
+    table with their rank correlation."""
+    ladder: tuple[str, ...] = DEFAULT_LADDER
+    """With --ratings: the reference players (see buttonup_env.league)."""
+    ladder_matches: int = 1000
+    """With --ratings: matches of each snapshot against the ladder, shared among its players."""
 
 
 @dataclass
@@ -534,6 +552,173 @@ def plot_params(trials: list, params: list[str], path: Path) -> None:
     plt.close(fig)
 
 
+# --- ratings of a run's snapshots --------------------------------------------------------
+
+RATINGS_FILE = "ratings.jsonl"
+"""Where a run folder keeps its snapshots' ratings and exploitability (one JSON row each)."""
+
+
+def rated_folders(paths: tuple[Path, ...]) -> list[Path]:
+    """The run folders among ``paths`` (a run folder, or a folder of them) that have snapshots."""
+    folders = []
+    for path in paths:
+        runs = [path] if (path / "config.json").is_file() else sorted(path.iterdir())
+        folders += [run for run in runs if list((run / "snapshots").glob("step_*.onnx"))]
+    return folders
+
+
+def snapshot_ratings(run_dir: Path, config: ReportConfig) -> list[dict[str, Any]]:
+    """Each snapshot's rating against the ladder and its exact exploitability, oldest first.
+
+    Measured once and kept in ``RUN/ratings.jsonl``: a row is measured again only when the
+    ladder, the matches or the seed differ from the ones it was measured with."""
+    from tqdm import tqdm
+
+    from buttonup_env.exploit import exploitability
+    from buttonup_env.league import rate_against_ladder, run_snapshots, snapshot_steps
+    from buttonup_env.policy import load_policy
+
+    path = run_dir / RATINGS_FILE
+    try:
+        kept = {row["snapshot"]: row for row in read_eval_rows(path)} if path.is_file() else {}
+    except (ValueError, TypeError, KeyError):
+        kept = {}  # damaged: measure again
+    settings = {
+        "ladder": list(config.ladder),
+        "ladder_matches": config.ladder_matches,
+        "seed": config.seed,
+    }
+    rows = []
+    for snapshot in tqdm(run_snapshots(run_dir), desc=run_dir.name, unit="snapshot", leave=False):
+        row = kept.get(snapshot.name)
+        if not isinstance(row, dict) or any(row.get(k) != v for k, v in settings.items()):
+            try:
+                policy = load_policy(snapshot)
+                rating = rate_against_ladder(
+                    policy, config.ladder, config.ladder_matches, config.seed
+                )
+            except ValueError as error:
+                fail(f"{snapshot} cannot be rated ({first_line(error)})")
+            row = {
+                "snapshot": snapshot.name,
+                "steps": snapshot_steps(snapshot),
+                **settings,
+                **rating,
+                "exploitability": exploitability(policy).exploitability,
+            }
+        rows.append(row)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    tmp.replace(path)
+    return rows
+
+
+def ratings_report(folders: list[Path], config: ReportConfig, out: Path) -> tuple[str, dict]:
+    """For each run: its snapshots' ratings and exploitability, their rank correlation, and
+    ratings-RUN.png."""
+    import scipy.stats
+
+    from buttonup_env.league import ladder_ratings
+
+    ladder = ladder_ratings(tuple(config.ladder))
+    text = [
+        "## Ratings against the ladder",
+        "",
+        f"Each snapshot rated against the ladder {', '.join(config.ladder)} "
+        f"({config.ladder_matches} matches, seed {config.seed}; the ladder's ratings held "
+        f"fixed at {', '.join(f'{n} {v:.0f}' for n, v in ladder.items())}), beside its exact "
+        "exploitability (round points a best response gains per round). Spearman's rank "
+        "correlation: -1 when the rating orders the snapshots exactly as the exploitability "
+        "does.",
+    ]
+    figures = {}
+    for run_dir in folders:
+        rows = snapshot_ratings(run_dir, config)
+        elo = [row["elo"] for row in rows]
+        exploit = [row["exploitability"] for row in rows]
+        rho = float(scipy.stats.spearmanr(elo, exploit).statistic) if len(rows) > 2 else None
+        if rho is not None and not np.isfinite(rho):  # all ratings or all figures equal
+            rho = None
+        figures[run_dir.name] = {"spearman": rho, "snapshots": rows}
+        shown = "n/a (fewer than 3 snapshots, or no spread)" if rho is None else f"{rho:.3f}"
+        text += [
+            "",
+            f"### {run_dir.name}",
+            "",
+            f"Spearman's rank correlation of rating and exploitability: {shown} over "
+            f"{len(rows)} snapshots. Picture: `ratings-{run_dir.name}.png`.",
+            "",
+            "| snapshot | steps | Elo | 95% interval | exploitability |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {row['snapshot']} | {row['steps'] or 0:,} | {row['elo']:.0f} | "
+                f"{row['elo_low']:.0f} to {row['elo_high']:.0f} | {row['exploitability']:.3f} |"
+                for row in rows
+            ),
+        ]
+        evals = read_eval_rows(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").is_file() else []
+        plot_ratings(run_dir.name, rows, [r for r in evals if "elo" in r], ladder, rho, out)
+    return "\n".join(text), figures
+
+
+def plot_ratings(
+    name: str,
+    rows: list[dict[str, Any]],
+    evals: list[dict[str, Any]],
+    ladder: dict[str, float],
+    rho: float | None,
+    out: Path,
+) -> None:
+    """ratings-NAME.png: the snapshots' ratings against steps (and the periodic evaluations'
+    ratings logged in training), and against exact exploitability; the ladder as dotted lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), dpi=100)
+    steps = np.array([row["steps"] or 0 for row in rows]) / 1e6
+    elo = np.array([row["elo"] for row in rows])
+    error = np.array([[row["elo"] - row["elo_low"], row["elo_high"] - row["elo"]] for row in rows])
+    left.errorbar(steps, elo, yerr=error.T, fmt="o", ms=4, capsize=2, label="snapshots")
+    if evals:
+        x = np.array([row["steps"] for row in evals]) / 1e6
+        left.plot(x, [row["elo"] for row in evals], color="tab:orange", label="periodic evaluation")
+        left.fill_between(
+            x,
+            [row["elo_low"] for row in evals],
+            [row["elo_high"] for row in evals],
+            color="tab:orange",
+            alpha=0.2,
+        )
+    left.set(xlabel="environment steps (millions)", ylabel="Elo (random bot at 0)")
+    left.set_title("rating against the ladder", fontsize=10)
+    exploit = np.array([row["exploitability"] for row in rows])
+    points = right.scatter(exploit, elo, c=steps, cmap="viridis", s=18, zorder=3)
+    right.errorbar(exploit, elo, yerr=error.T, fmt="none", ecolor="grey", lw=0.6, zorder=2)
+    fig.colorbar(points, ax=right, label="steps (millions)")
+    if exploit.min() > 0 and exploit.max() > 10 * exploit.min():  # a log axis, plainly labelled
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        right.set_xscale("log")
+        right.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        right.xaxis.set_minor_formatter(NullFormatter())
+    correlation = "" if rho is None else f" (Spearman {rho:.2f})"
+    right.set(xlabel="exact exploitability (round points per round)", ylabel="Elo")
+    right.set_title(f"rating against exploitability{correlation}", fontsize=10)
+    for ax in (left, right):
+        for member, value in ladder.items():
+            ax.axhline(value, color="grey", lw=0.5, ls=":")
+            ax.annotate(member, (0, value), xycoords=("axes fraction", "data"), fontsize=6,
+                        color="grey", xytext=(2, 1), textcoords="offset points")  # fmt: skip
+        ax.grid(True, lw=0.3)
+    left.legend(fontsize=8, loc="lower right")
+    fig.suptitle(name, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / f"ratings-{name}.png")
+    plt.close(fig)
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -542,6 +727,18 @@ def main(argv: list[str] | None = None) -> Path:
     config = tyro.cli(ReportConfig, args=argv, description=__doc__)
     if not config.study and not config.runs:
         fail("give --study NAME (a study of training/tune.py) or --runs FOLDER")
+    if config.ratings and not config.runs:
+        fail("--ratings rates the snapshots of run folders: give --runs FOLDER")
+    if config.ratings:
+        try:
+            from buttonup_env.league import check_ladder
+
+            ladder = check_ladder(config.ladder)
+        except ValueError as error:
+            fail(f"--ladder: {error}")
+        config = dataclasses.replace(config, ladder=ladder)  # the players' names, normalised
+        if config.ladder_matches < len(ladder):
+            fail(f"--ladder-matches must be at least {len(ladder)}, got {config.ladder_matches}")
     if config.reps < 1 or config.top < 1 or config.seed < 0:
         fail(
             f"--reps and --top must be >= 1 and --seed >= 0, got {config.reps}, {config.top} "
@@ -583,6 +780,12 @@ def main(argv: list[str] | None = None) -> Path:
         body, figures = sweep_report(sweep, config, out)
     else:
         body, figures = seeds_report(groups, config, out)
+    if config.ratings:
+        folders = rated_folders(config.runs)
+        if not folders:
+            fail(f"--ratings: no run folder with snapshots in {', '.join(map(str, config.runs))}")
+        ratings_body, figures["ratings"] = ratings_report(folders, config, out)
+        body += "\n\n" + ratings_body
     command = shlex.join(["python", "training/report.py", *argv])
     header = [
         f"# Report: {name}",

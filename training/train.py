@@ -5,7 +5,8 @@
     python training/train.py --resume runs/NAME
 
 Every run writes to its own folder ``runs/NAME``: ``config.json``, TensorBoard logs (``tb/``),
-checkpoints (``checkpoints/latest.zip``, every ``checkpoint_every`` steps and on Ctrl-C),
+checkpoints (``checkpoints/latest.pt`` and ``latest.json``, every ``checkpoint_every`` steps
+and on Ctrl-C: tensors and JSON, read back without unpickling anything, see checkpoints.py),
 the opponent snapshots (``snapshots/``), the periodic evaluations (``eval.jsonl``), and at the
 end the exported policies ``final.onnx`` and ``best.onnx`` with their cards.
 
@@ -47,13 +48,26 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import code_version, fail, load_checkpoint, plot_learning_curve, read_json
+from checkpoints import (
+    CheckpointError,
+    Fields,
+    check_resume_point,
+    check_size,
+    dataclass_from_json,
+    load_weights,
+    read_state,
+    save_checkpoint,
+)
+from checkpoints import load_policy as load_checkpoint_policy
+from checkpoints import require as require_checkpoint
+from common import code_version, fail, plot_learning_curve, read_json
 from export import checkpoint_training, export_with_card
 
 from buttonup_env._cli import run_cli
 from buttonup_env.arena import play_matches
 from buttonup_env.bots import BOTS
 from buttonup_env.export import export_onnx
+from buttonup_env.league import DEFAULT_LADDER, check_ladder, rate_against_ladder
 from buttonup_env.nets import RingPolicy
 from buttonup_env.policy import OnnxPolicy
 from buttonup_env.sb3 import SB3VecEnv
@@ -158,6 +172,12 @@ class TrainConfig:
     """Steps between checkpoints (one is also written on Ctrl-C or kill, and at the end)."""
     final_eval_matches: int | None = None
     """Matches against the random bot after training."""
+    ladder: tuple[str, ...] = DEFAULT_LADDER
+    """The reference players each periodic evaluation rates the learner against (Elo, the
+    random bot at 0; see buttonup_env.league)."""
+    ladder_matches: int = 300
+    """Matches against the ladder in each periodic evaluation, shared evenly among its players
+    (0: no rating)."""
     threads: int = 2
     """torch threads."""
     progress: bool = True
@@ -239,6 +259,8 @@ def resolve(config: TrainConfig) -> TrainConfig:
         value = getattr(config, name)
         if value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if not 0 <= config.seed < 2**32:
+        raise ValueError(f"--seed must be a whole number from 0 to {2**32 - 1}, got {config.seed}")
     if not (0 <= config.minutes < math.inf):  # type: ignore[operator]
         raise ValueError(
             f"--minutes must be >= 0 and finite (0: no time budget), got {config.minutes}"
@@ -281,6 +303,12 @@ def resolve(config: TrainConfig) -> TrainConfig:
             f"--vec-env batched (got --vec-env {config.vec_env}, whose single envs neither "
             "start rounds at random positions nor report results for prioritized self-play); "
             f"add {' '.join(flag + ' 0' for flag in batched_only)}"
+        )
+    ladder = check_ladder(config.ladder)  # ValueError naming a bad player
+    if config.ladder_matches and config.ladder_matches < len(ladder):
+        raise ValueError(
+            f"--ladder-matches must be 0 (no rating) or at least one match per ladder player "
+            f"({len(ladder)}), got {config.ladder_matches}"
         )
     if config.batch_size > config.n_envs * config.n_steps:
         raise ValueError(
@@ -540,6 +568,10 @@ class Periodic(BaseCallback):
             if name == "perfect":  # where in a round the mistakes sit (the first moves, so far)
                 row["regret_by_move_perfect"] = result.to_dict()["regret_by_move"]
                 self.logger.record("eval/regret_vs_perfect_first_move", result.regret_by_move[0])
+        if c.ladder_matches:  # the rating on the league's scale, against a fixed ladder
+            row.update(rate_against_ladder(player, c.ladder, c.ladder_matches, PERIODIC_EVAL_SEED))
+            for key in ("elo", "elo_low", "elo_high"):
+                self.logger.record(f"eval/{key}", row[key])
         regret = float(row["regret_perfect"])
         self.state["last_eval_steps"] = self.steps
         if regret < self.state.get("best_regret", float("inf")):
@@ -551,6 +583,7 @@ class Periodic(BaseCallback):
         message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
             f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
         )
+        message += f"  Elo {row['elo']:.0f}" if "elo" in row else ""
         (self.bar.write if self.bar is not None else print)(message)
         if self.on_eval is not None:
             self.on_eval(row)
@@ -590,8 +623,29 @@ def resume_point(model: MaskablePPO) -> dict | None:
     }
 
 
+def resume_games(model: MaskablePPO, run_dir: Path, point: dict) -> None:
+    """Check the resume point saved in the run's ``latest.json``, field by field, then put
+    ``model`` (just loaded, with a fresh batched env) back there; :class:`CheckpointError`
+    naming the field when one is not what the run saved."""
+    state_file = run_dir / "checkpoints" / "latest.json"
+    batch = getattr(model.get_env(), "env", None)
+    if not isinstance(batch, ButtonUpVectorEnv):
+        raise CheckpointError(
+            f"{state_file}: resume holds the games of a batched env, but the run's config.json "
+            "says another vec_env"
+        )
+    check_resume_point(state_file, point, batch, model.num_timesteps, model._n_updates)
+    try:
+        restore_resume_point(model, point)
+    except (ValueError, RuntimeError) as error:  # e.g. a snapshot no longer in snapshots/
+        raise CheckpointError(
+            f"{state_file}: the saved games cannot be restored: {error}"
+        ) from None
+
+
 def restore_resume_point(model: MaskablePPO, point: dict) -> None:
-    """Put ``model`` (just loaded, with a fresh batched env) back at ``resume_point``."""
+    """Put ``model`` (just loaded, with a fresh batched env) back at ``resume_point`` (checked
+    by :func:`resume_games`)."""
     batch = model.get_env().env  # type: ignore[union-attr]
     batch.set_state(point["env"])
     model._last_obs = batch.observe()  # type: ignore[assignment]
@@ -660,23 +714,6 @@ class Clock(BaseCallback):
         return True
 
 
-# --- checkpoints ---------------------------------------------------------------------------
-
-
-def save_checkpoint(model: MaskablePPO, run_dir: Path, state: dict, name: str = "latest") -> None:
-    """Write checkpoints/NAME.zip (model and optimiser) and NAME.json (progress) atomically."""
-    folder = run_dir / "checkpoints"
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f"{name}.tmp.zip"
-    model.save(tmp)
-    tmp.replace(folder / f"{name}.zip")
-    state = dict(state, steps=model.num_timesteps)
-    if name != "latest":  # only the latest checkpoint is resumed
-        state.pop("resume", None)
-    (folder / f"{name}.tmp.json").write_text(json.dumps(state, indent=2))
-    (folder / f"{name}.tmp.json").replace(folder / f"{name}.json")
-
-
 def config_to_json(config: TrainConfig) -> dict:
     data = dataclasses.asdict(config)
     data["runs_dir"] = str(config.runs_dir)
@@ -684,13 +721,21 @@ def config_to_json(config: TrainConfig) -> dict:
     return data
 
 
-def config_from_json(data: dict) -> TrainConfig:
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    data = {k: v for k, v in data.items() if k in fields}  # drops command, code_version
-    data["opponents"] = OpponentMix(**data["opponents"])
-    data["hidden"] = tuple(data["hidden"])
-    data["runs_dir"] = Path(data["runs_dir"])
-    return TrainConfig(**data)
+def config_from_json(data: dict, path: Path | str = "config.json") -> TrainConfig:
+    """A run's saved config (``path``, its ``config.json``), every setting checked: its type,
+    and the rules :func:`resolve` checks for a new run. :class:`CheckpointError` names the file
+    and the first bad setting."""
+    fields = Fields(path)
+    data = {k: v for k, v in data.items() if k not in ("command", "code_version")}
+    config = dataclass_from_json(TrainConfig, data, fields)
+    if config.resume is not None:
+        raise fields.error("resume", str(config.resume), "a run's saved config has null")
+    try:
+        config = resolve(config)
+    except ValueError as error:
+        raise CheckpointError(f"{path} breaks the rules of a training config: {error}") from None
+    check_size(fields, config.encoding, config.hidden, config.n_envs, config.n_steps)  # type: ignore[arg-type]
+    return config
 
 
 # --- main ----------------------------------------------------------------------------------
@@ -709,17 +754,13 @@ def train(
         run_dir = config.resume
         if not (run_dir / "config.json").is_file():
             fail(f"--resume {run_dir}: no config.json there (not a run folder)")
-        checkpoint = run_dir / "checkpoints" / "latest.zip"
-        if not checkpoint.is_file():
-            fail(f"--resume {run_dir}: no checkpoint yet ({checkpoint})")
-        state_file = run_dir / "checkpoints" / "latest.json"
-        if not state_file.is_file():
-            fail(f"--resume {run_dir}: {state_file} is missing (it is saved with the checkpoint)")
-        saved, state = read_json(run_dir / "config.json"), read_json(state_file)
-        try:
-            config = config_from_json(saved)
-        except (ValueError, KeyError, TypeError) as error:
-            fail(f"--resume {run_dir}: its config.json is damaged ({error!r})")
+        try:  # nothing in a run folder is unpickled: every saved value is checked instead
+            require_checkpoint(run_dir, "latest")
+            config = config_from_json(read_json(run_dir / "config.json"), run_dir / "config.json")
+            state = read_state(run_dir, "latest")
+        except CheckpointError as error:
+            fail(str(error))
+        checkpoint: str | None = "latest"
     else:
         name = config.run_name or f"{config.preset}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_dir = config.runs_dir / name
@@ -737,14 +778,16 @@ def train(
     # without a saved env state (dummy, subproc), a resumed run must not replay the layouts
     # of its start: offset the seed by the steps done
     venv = make_vec_env(config, run_dir, config.seed + int(state.get("steps", 0)))
-    if checkpoint is not None:
-        model = load_checkpoint(checkpoint, env=venv)
-        point = state.get("resume")
-        if isinstance(point, dict) and point.get("steps") == model.num_timesteps:
-            try:  # the batched env: exactly where it stopped
-                restore_resume_point(model, point)
-            except (KeyError, TypeError, ValueError) as error:
-                fail(f"--resume {run_dir}: the saved games in {state_file} are damaged ({error})")
+    if checkpoint is not None:  # the network rebuilt from the config, then the saved tensors
+        model = make_model(config, venv, tensorboard_log=run_dir / "tb")
+        try:
+            load_weights(model, run_dir, checkpoint, state)
+            point = state.get("resume")
+            if point is not None and point.get("steps") == model.num_timesteps:
+                resume_games(model, run_dir, point)  # the batched env: exactly where it stopped
+        except CheckpointError as error:
+            venv.close()
+            fail(str(error))
         print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
     else:
         model = make_model(config, venv, tensorboard_log=run_dir / "tb")
@@ -819,25 +862,27 @@ def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) 
     config_json = read_json(run_dir / "config.json")
     matches = config.final_eval_matches
     minutes = round(state.get("train_seconds", 0.0) / 60, 1)
-    policies = [(run_dir / "final.onnx", model, {"checkpoint": "latest", "minutes": minutes})]
-    best = run_dir / "checkpoints" / "best.zip"
-    if best.is_file():
-        best_model = load_checkpoint(best)
-        best_state = read_json(best.with_suffix(".json"))
-        training = checkpoint_training(run_dir, "best", best_model.num_timesteps, best_state)
+    policies = [(run_dir / "final.onnx", model.policy, model.num_timesteps)]
+    trainings = [{"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}]
+    if (run_dir / "checkpoints" / "best.pt").is_file():
+        try:
+            best_policy, best_state = load_checkpoint_policy(run_dir, "best", config_json)
+        except CheckpointError as error:
+            fail(str(error))
+        training = checkpoint_training(run_dir, "best", best_state["steps"], best_state)
         training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
-        policies.append((run_dir / "best.onnx", best_model, training))
+        policies.append((run_dir / "best.onnx", best_policy, best_state["steps"]))
+        trainings.append(training)
     print(
         f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
         "matches against the random and the perfect bot each"
     )
     rows = []
-    for path, source, training in policies:
-        training = {"steps": source.num_timesteps, **training}
+    for (path, policy, steps), training in zip(policies, trainings, strict=True):
         results = export_with_card(
-            source.policy, path, config_json, training, matches, matches, quiet=True
+            policy, path, config_json, training, matches, matches, quiet=True
         )
-        rows.append((path, source.num_timesteps, results["random"], results["perfect"]))
+        rows.append((path, steps, results["random"], results["perfect"]))
     print(
         f"{'':12s} {'steps':>11s}   {'against random: won, regret':>27s}   "
         "against perfect: won, regret"

@@ -11,10 +11,16 @@ To ship a new policy, export it into this folder from a clone of the repository:
 
 which writes the ``.onnx`` file and its ``.json`` card; both are package data
 (``pyproject.toml``), so the next wheel carries them.
+
+``league.json`` holds the ratings of the bots, the graded bots and the shipped policies from one
+league (``training/league.py``; the command that made it is inside), which the web app shows
+beside its opponents: :func:`shipped_ratings`.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 SHIPPED_DIR = Path(__file__).resolve().parent
@@ -39,3 +45,18 @@ def shipped_policy_path(name: str) -> Path:
             "(or give the path to an exported .onnx file)"
         )
     return SHIPPED_DIR / f"{name}.onnx"
+
+
+SHIPPED_LEAGUE = SHIPPED_DIR / "league.json"
+"""The shipped league's ratings, written by ``training/league.py --json``."""
+
+
+def shipped_ratings(path: Path = SHIPPED_LEAGUE) -> dict[str, float]:
+    """The Elo rating (random bot at 0) of every player of the shipped league, by name (``greedy``,
+    ``perfect-0.1``, ``buttonup-ppo``, ...); empty when the file is missing or unreadable."""
+    try:
+        ratings = json.loads(path.read_text(encoding="utf-8"))["ratings"]
+        found = {str(name): float(entry["elo"]) for name, entry in ratings.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    return {name: elo for name, elo in found.items() if math.isfinite(elo)}

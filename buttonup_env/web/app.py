@@ -17,8 +17,11 @@
 
 Every error is ``{"detail": "<one sentence>"}``: 400 for an illegal move (the slot and the legal
 ones), 404 for an unknown game or record, 409 for a request that does not fit the game's moment
-(not a person's turn, round over, ...), 422 for a malformed request. A refused request leaves
-the game unchanged.
+(not a person's turn, round over, ...), 422 for a malformed request, 500 when a bot or policy
+fails to choose a move (the game keeps the moves made before). A refused request leaves the
+game unchanged. In front of all of it, :class:`~buttonup_env.web.guard.RequestGuard` answers
+400 or 421 for a ``Host`` the server does not serve (DNS rebinding), 413 for a body over 4 KiB
+and 408 for a body that does not arrive.
 
 The handlers are coroutines that never wait on anything: each runs to its end on the event
 loop, so the games, the bots and the solver's shared table need no locks.
@@ -47,6 +50,7 @@ from .games import (
     IllegalMove,
     NotNow,
     OfferedPlayer,
+    PlayerFailed,
     StoredRecord,
     UnknownGame,
     hint,
@@ -54,6 +58,7 @@ from .games import (
     record_summaries,
     replay,
 )
+from .guard import MAX_BODY_BYTES, AllowedHosts, RequestGuard
 from .models import (
     HUMAN,
     MAX_TARGET,
@@ -87,6 +92,7 @@ ERRORS = {
     404: {"model": Problem, "description": "no such game (never made, or dropped)"},
     409: {"model": Problem, "description": "not now: not a person's turn, or the round is over"},
     422: {"model": Problem, "description": "a malformed request"},
+    500: {"model": Problem, "description": "a bot or policy failed to choose a move"},
 }
 
 
@@ -137,11 +143,16 @@ def create_app(
     *,
     max_games: int = MAX_GAMES,
     notes: list[str] | None = None,
+    hosts: AllowedHosts | None = None,
+    max_body: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The web app offering ``players`` (default: the three bots; the first is the default
     opponent) and ``records`` to replay, keeping at most ``max_games`` games.
 
     ``notes`` are shown on the page (e.g. that the shipped agent could not be found).
+    ``hosts`` are the ``Host`` names it answers (default: ``localhost`` and the loopback
+    addresses only; ``buttonup-web`` passes those of its ``--host``), ``max_body`` the largest
+    request body it reads (see :mod:`buttonup_env.web.guard`).
     """
     offered = list(players) if players is not None else offer([])
     if not offered:
@@ -178,6 +189,16 @@ def create_app(
     async def not_now(request: Request, error: NotNow) -> JSONResponse:
         return _problem(409, str(error))
 
+    @app.exception_handler(PlayerFailed)
+    async def player_failed(request: Request, error: PlayerFailed) -> JSONResponse:
+        return _problem(500, str(error))
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, error: Exception) -> JSONResponse:
+        # anything else: still a sentence (the server's log has the traceback)
+        name = type(error).__name__
+        return _problem(500, f"the server failed to answer this request ({name})")
+
     @app.exception_handler(RequestValidationError)
     async def malformed(request: Request, error: RequestValidationError) -> JSONResponse:
         text = _validation_sentence(error)
@@ -208,6 +229,10 @@ def create_app(
         response = await call_next(request)
         response.headers.update(SECURITY_HEADERS)
         return response
+
+    app.add_middleware(  # outermost: before anything reads the request
+        RequestGuard, hosts=hosts, max_body=max_body, headers=SECURITY_HEADERS
+    )
 
     # --- the page --------------------------------------------------------------------------
     @app.get("/", include_in_schema=False)
@@ -249,7 +274,7 @@ def create_app(
     async def options() -> Options:
         """What the page can set up: the players offered (default opponent first)."""
         return Options(
-            players=[PlayerOption(key=p.key, label=p.label) for p in offered],
+            players=[PlayerOption(key=p.key, label=p.label, elo=p.elo) for p in offered],
             default_opponent=offered[0].key,
             max_target=MAX_TARGET,
             records=len(stored),

@@ -1,8 +1,11 @@
 """``buttonup-web`` (``python -m buttonup_env.web``): serve the web app on this machine.
 
-Prints the address to open, then serves until Ctrl-C. Exit status: 0 once stopped; 2 for a bad
-argument, opponent or records file, or an address it cannot listen on (one error line); 1 when
-the ``web`` extra is not installed.
+Prints the address to open, then serves until Ctrl-C. Every request meets
+:class:`~buttonup_env.web.guard.RequestGuard` first: only the host names it is served under
+(``localhost``, loopback addresses, ``--host`` and ``--allowed-host``; 421 for others, against
+DNS rebinding), bodies of at most 4 KiB (413), headers within 10 seconds. Exit status: 0 once
+stopped; 2 for a bad argument, opponent or records file, or an address it cannot listen on (one
+error line); 1 when the ``web`` extra is not installed.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ import argparse
 import contextlib
 import errno
 import ipaddress
+import os
 import socket
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..play import _whole_number, parse_arguments
 
@@ -30,6 +35,11 @@ SHIPPED_MODELS = (
 """Where the shipped agent is looked for, in order."""
 
 SHIPPED_LABEL = "the shipped agent (buttonup-ppo)"
+
+LEVELS = ("perfect-0.5", "perfect-0.25", "perfect-0.1", "perfect-0.05")
+"""The graded bots offered as levels between the greedy bot and perfect play, weakest first:
+the perfect bot playing a random legal move half of the time, a quarter, a tenth, a twentieth
+(:class:`buttonup_env.bots.GradedBot`; their ratings are in the shipped league)."""
 
 
 def default_opponent() -> tuple[str, str | None]:
@@ -72,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
         "prints a warning)",
     )
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a host name the server also answers, besides localhost, loopback addresses and "
+        "--host (requests naming any other host get 421, which keeps pages of other sites "
+        "from reaching it by DNS rebinding); repeat for several, * for any",
+    )
+    parser.add_argument(
         "--port",
         type=_port,
         default=8000,
@@ -80,10 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--opponent",
         action="append",
-        metavar="random|greedy|perfect|PATH.onnx",
-        help="a player to offer: a bot or an exported .onnx policy; repeat to offer several, "
+        metavar="random|greedy|perfect|perfect-P|PATH.onnx",
+        help="a player to offer: a bot, a graded bot perfect-P (a random move with probability "
+        "P, else the perfect one) or an exported .onnx policy; repeat to offer several, "
         "the first is the default opponent (default: the shipped agent buttonup-ppo, or the "
-        "perfect bot if it is missing); the three bots are always offered too",
+        "perfect bot if it is missing); the three bots and the levels "
+        f"{', '.join(LEVELS)} are always offered too",
     )
     parser.add_argument(
         "--records",
@@ -95,41 +115,85 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def ratings_of(specs: list[str]) -> dict[str, float]:
+    """The shipped league's ratings (:func:`buttonup_env.models.shipped_ratings`) of the bots
+    and graded bots by name, and of each of ``specs`` that is a shipped policy (by its name or
+    its file)."""
+    from ..models import shipped_policies, shipped_policy_path, shipped_ratings
+
+    ratings = shipped_ratings()
+    found = dict(ratings)
+    for spec in specs:
+        for name in shipped_policies():
+            if name not in ratings:
+                continue
+            path = Path(spec)
+            if spec == name or (path.is_file() and path.resolve() == shipped_policy_path(name)):
+                found[spec] = ratings[name]
+    return found
+
+
 def _players(specs: list[str] | None) -> tuple[list[OfferedPlayer], list[str]]:
-    """The players to offer and the notes to show about them; :class:`StartError` if bad."""
+    """The players to offer (the graded bots of :data:`LEVELS` among them, each player with
+    its rating in the shipped league) and the notes to show about them; :class:`StartError`
+    if bad."""
     from .games import offer
 
     notes: list[str] = []
     if specs:
         try:
-            return offer(specs), notes
+            return offer(specs, levels=LEVELS, ratings=ratings_of(specs)), notes
         except ValueError as error:
             raise StartError(f"--opponent: {error}") from None
     spec, note = default_opponent()
     if note is None:
         try:
-            return offer([spec], labels={spec: SHIPPED_LABEL}), notes
+            labels = {spec: SHIPPED_LABEL}
+            return offer([spec], labels, LEVELS, ratings_of([spec])), notes
         except ValueError as error:  # e.g. onnxruntime missing
             note = f"the shipped agent could not be loaded ({error}), so the default opponent "
             note += "is the perfect bot"
     notes.append(note)
-    return offer(["perfect"]), notes
+    return offer(["perfect"], levels=LEVELS, ratings=ratings_of([])), notes
+
+
+MAX_RECORDS_BYTES = 64 << 20
+"""The largest records file the server reads at start-up (64 MiB: about 100,000 matches)."""
 
 
 def _records(paths: list[str] | None) -> tuple[list[StoredRecord], list[str]]:
-    """The valid records of ``paths`` and a note per file; :class:`StartError` if unreadable."""
+    """The valid records of ``paths`` and a note per file; :class:`StartError` if a file is
+    unreadable, not a regular file (a folder, a device such as /dev/zero, a pipe) or larger
+    than :data:`MAX_RECORDS_BYTES`."""
+    from ..records import printable
     from .games import load_records
 
     if not paths:
         return [], []
     for path in paths:
-        if Path(path).is_dir():
-            raise StartError(f"--records: {path} is a folder; give a JSON Lines file of records")
+        shown = printable(path)
+        try:
+            info = os.stat(path)
+        except OSError as error:
+            raise StartError(f"--records: cannot read {shown}: {error.strerror}") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise StartError(f"--records: {shown} is a folder; give a JSON Lines file of records")
+        if not stat.S_ISREG(info.st_mode):
+            raise StartError(
+                f"--records: {shown} is not a regular file (a device or a pipe); give a JSON "
+                "Lines file of records"
+            )
+        if info.st_size > MAX_RECORDS_BYTES:
+            raise StartError(
+                f"--records: {shown} is {info.st_size:,} bytes; the server reads records files of "
+                f"at most {MAX_RECORDS_BYTES:,} bytes (python -m buttonup_env.replay checks "
+                "larger ones)"
+            )
     try:
         return load_records(paths)
-    except (OSError, UnicodeDecodeError) as error:
-        why = getattr(error, "strerror", None) or str(error)
-        name = getattr(error, "filename", None) or ", ".join(paths)
+    except OSError as error:
+        why = error.strerror or str(error)
+        name = printable(str(error.filename or ", ".join(paths)))
         raise StartError(f"--records: cannot read {name}: {why}") from None
 
 
@@ -174,6 +238,19 @@ def url(sock: socket.socket, host: str) -> str:
     return f"http://{shown}:{port}/"
 
 
+def make_server(app: Any, header_timeout: float | None = None) -> Any:
+    """The uvicorn server ``buttonup-web`` runs ``app`` with: quiet, and closing connections
+    whose request headers take longer than ``header_timeout`` seconds to arrive (default
+    :data:`~buttonup_env.web.guard.HEADER_TIMEOUT`)."""
+    import uvicorn
+
+    from .guard import HEADER_TIMEOUT, header_timeout_protocol
+
+    protocol = header_timeout_protocol(HEADER_TIMEOUT if header_timeout is None else header_timeout)
+    config = uvicorn.Config(app, http=protocol, log_level="warning", access_log=False)
+    return uvicorn.Server(config)
+
+
 def main(
     argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int:
@@ -185,9 +262,10 @@ def main(
     if isinstance(args, int):
         return args
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - make_server's, looked for before anything starts
 
         from .app import create_app
+        from .guard import AllowedHosts
     except ImportError as error:
         stderr.write(
             f"{parser.prog}: error: the web app needs FastAPI and uvicorn ({error.name} is "
@@ -209,10 +287,11 @@ def main(
             "can reach it can start and play games (there is no login); --host 127.0.0.1 keeps "
             "it to this machine\n"
         )
-    app = create_app(players, records, notes=notes)
+    hosts = AllowedHosts.serving(args.host, args.allowed_host or ())
+    app = create_app(players, records, notes=notes, hosts=hosts)
     stdout.write(f"Button Up! is served at {url(sock, args.host)} (Ctrl-C stops it)\n")
     stdout.flush()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = make_server(app)
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops, then re-raises the signal
         server.run(sockets=[sock])
     sock.close()

@@ -12,6 +12,7 @@ them: a new game pushes out the one left unused the longest.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -21,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..bots import BOTS, Player
+from ..bots import BOTS, Player, graded_name, graded_p, make_bot
 from ..match import Match
 from ..play import (
     describe_move,
@@ -34,7 +35,7 @@ from ..play import (
 )
 from ..records import InvalidRecord, read_records, replay_match, replay_round
 from ..render import COLOR_NAMES
-from ..rules import COLORS, DEFAULT_TARGET, Color, State, parse_board
+from ..rules import COLORS, DEFAULT_TARGET, Color, State, is_whole_number, parse_board
 from ..solver import move_values
 from .models import (
     HUMAN,
@@ -68,6 +69,10 @@ class UnknownGame(LookupError):
     """No game has this id (never made, or dropped to make room)."""
 
 
+class PlayerFailed(RuntimeError):
+    """A bot or policy failed to choose a move (it raised, or chose an illegal slot)."""
+
+
 # --- players ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OfferedPlayer:
@@ -76,36 +81,77 @@ class OfferedPlayer:
     key: str
     label: str
     make: Callable[[], Player]
+    elo: float | None = None
+    """Its rating in the shipped league (:func:`buttonup_env.models.shipped_ratings`), if any."""
 
 
-def offer(specs: Iterable[str], labels: dict[str, str] | None = None) -> list[OfferedPlayer]:
-    """The players the page offers: each of ``specs`` (a bot name or a policy file, in order),
-    then the built-in bots not among them.
+def _bot_key(spec: str) -> str | None:
+    """The key of the bot or graded bot ``spec`` names (``perfect-0.50``: ``perfect-0.5``),
+    None for a policy. Raises ``ValueError`` for ``perfect-`` and no probability."""
+    name = spec.lower()
+    if name in BOTS:
+        return name
+    p = graded_p(name)
+    return None if p is None else graded_name(p)
+
+
+def _taken(key: str, keys: set[str]) -> bool:
+    """True when a policy cannot have ``key``: taken, or the name of a bot or graded bot."""
+    try:
+        bot = _bot_key(key) is not None
+    except ValueError:  # perfect-<not a probability>: no bot's name
+        bot = False
+    return key in keys or bot
+
+
+def _bot_label(key: str, levels: tuple[str, ...]) -> str:
+    if key in BOTS:
+        return f"the {key} bot"
+    percent = f"{100 * (graded_p(key) or 0.0):g}%"
+    if key in levels:
+        return f"level {levels.index(key) + 1} of {len(levels)}: perfect, {percent} random moves"
+    return f"the perfect bot with {percent} random moves"
+
+
+def offer(
+    specs: Iterable[str],
+    labels: dict[str, str] | None = None,
+    levels: Iterable[str] = (),
+    ratings: dict[str, float] | None = None,
+) -> list[OfferedPlayer]:
+    """The players the page offers: each of ``specs`` (a bot name, a graded bot ``perfect-P``
+    or a policy file, in order), then the built-in bots not among them, the graded bots of
+    ``levels`` between the greedy and the perfect bot.
 
     A bot is made anew for every game; a policy is loaded once and shared (it is deterministic).
-    ``labels`` may name a spec (e.g. the shipped agent). Raises ``ValueError`` with one line for
-    a spec that names no bot and no readable policy.
+    ``labels`` may name a spec (e.g. the shipped agent); ``ratings`` gives the Elo rating of a
+    bot by its name or of a policy by its spec. Raises ``ValueError`` with one line for a spec
+    that names no bot and no readable policy.
     """
     labels = labels or {}
+    ratings = ratings or {}
+    levels = tuple(_bot_key(level) or level for level in levels)
     offered: list[OfferedPlayer] = []
     keys: set[str] = {HUMAN}
-    for spec in [*specs, *BOTS]:
-        if spec.lower() in BOTS:
-            name = spec.lower()
-            if name in keys:
+    for spec in [*specs, "random", "greedy", *levels, "perfect"]:
+        key = _bot_key(spec)
+        if key is not None:
+            if key in keys:
                 continue
-            offered.append(OfferedPlayer(name, labels.get(spec, f"the {name} bot"), BOTS[name]))
-            keys.add(name)
+            label = labels.get(spec, _bot_label(key, levels))
+            make = functools.partial(make_bot, key)
+            offered.append(OfferedPlayer(key, label, make, ratings.get(key)))
+            keys.add(key)
             continue
         player, _ = load_opponent(spec)
         stem = Path(spec).stem or "policy"
         key, n = stem, 1
-        while key in keys or key.lower() in BOTS:
+        while _taken(key, keys):
             n += 1
             key = f"{stem}-{n}"
         keys.add(key)
         label = labels.get(spec, f"the policy {Path(spec).name}")
-        offered.append(OfferedPlayer(key, label, lambda player=player: player))
+        offered.append(OfferedPlayer(key, label, lambda player=player: player, ratings.get(spec)))
     return offered
 
 
@@ -314,12 +360,19 @@ class Game:
         state = self.state
         player = self.players[state.to_move]
         assert player is not None
-        slot = player.act(state)
-        if slot not in state.legal_moves():
-            who = self.offered[state.to_move]
-            raise RuntimeError(
-                f"{who.label if who else 'the bot'} chose slot {slot!r}, which is not legal on "
-                f"{state.notation!r}"
+        who = self.offered[state.to_move]
+        label = who.label if who else "the bot"
+        try:
+            slot = player.act(state)
+        except Exception as error:  # a policy's runtime can raise anything
+            reason = " ".join(str(error).split())[:160]
+            raise PlayerFailed(
+                f"{label} failed to choose a move on {state.notation!r} "
+                f"({type(error).__name__}: {reason})"
+            ) from error
+        if not is_whole_number(slot) or slot not in state.legal_moves():
+            raise PlayerFailed(
+                f"{label} chose slot {str(slot)[:40]!r}, which is not legal on {state.notation!r}"
             )
         return self._play(int(slot))
 

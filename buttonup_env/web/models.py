@@ -83,10 +83,13 @@ class Event(BaseModel):
 
 
 class PlayerOption(BaseModel):
-    """A player the server offers: a bot or an exported policy, by key."""
+    """A player the server offers: a bot, a graded bot or an exported policy, by key."""
 
     key: str
     label: str
+    elo: float | None = Field(
+        None, description="its rating in the shipped league (Elo, the random bot at 0), if known"
+    )
 
 
 class Options(BaseModel):

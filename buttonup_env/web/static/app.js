@@ -458,7 +458,7 @@ function fillPlayers(select, players, chosen) {
     ...players.map((p) => {
       const option = document.createElement("option");
       option.value = p.key;
-      option.textContent = p.label;
+      option.textContent = p.elo == null ? p.label : `${p.label} (Elo ${Math.round(p.elo)})`;
       option.selected = p.key === chosen;
       return option;
     }),

@@ -1,0 +1,553 @@
+"""Checkpoints of a run folder (training/checkpoints.py): nothing in a run folder runs code.
+
+A tiny run is trained once; each test damages or crafts a copy of its folder and checks that
+``train.py --resume`` and ``export.py`` refuse it in one sentence naming the file and the
+field, with status 2, and that a crafted file's payload never runs. The commands are called
+in this process (``main``), which is what their scripts run; ``tests/test_training.py`` runs
+them as processes.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch as th
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = [
+    "--preset", "smoke",
+    "--threads", "1",
+    "--n-envs", "2",
+    "--n-steps", "64",
+    "--batch-size", "64",
+    "--hidden", "16", "16",
+    "--snapshot-every", "128",
+    "--eval-every", "128",
+    "--checkpoint-every", "128",
+    "--eval-matches", "2",
+    "--final-eval-matches", "2",
+    "--total-steps", "256",
+    "--no-progress",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny run with the batched env: its latest checkpoint has a resume point."""
+    runs = tmp_path_factory.mktemp("runs")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "training" / "train.py"), *TINY, "--runs-dir", str(runs),
+         "--run-name", "tiny"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return runs / "tiny"
+
+
+@pytest.fixture
+def copy(run_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the tiny run to damage."""
+    return Path(shutil.copytree(run_dir, tmp_path / "copy"))
+
+
+def refused(main: Callable[[list[str]], Any], argv: list[str], capsys: Any) -> str:
+    """The one error line of a command that refuses ``argv`` with status 2 (and prints
+    nothing else)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    out, err = capsys.readouterr()
+    assert stopped.value.code == 2, (out, err)
+    assert out == "" and err.count("\n") == 1 and err.startswith("error: "), (out, err)
+    return err.strip()
+
+
+def edit_json(path: Path, edit: Callable[[dict], None]) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def set_at(data: dict, where: str, value: object) -> None:
+    """Set ``data[a][b][i]...`` for ``where`` = ``"a.b.i"`` (numbers index lists)."""
+    *parents, last = where.split(".")
+    for key in parents:
+        data = data[int(key)] if isinstance(data, list) else data[key]
+    if isinstance(data, list):
+        data[int(last)] = value
+    elif value is DELETE:
+        del data[last]
+    else:
+        data[last] = value
+
+
+DELETE = object()
+
+
+def write_tensors(path: Path, tensors: object) -> None:
+    """Write ``tensors`` as ``path`` (a NAME.pt) and the matching hash into NAME.json, as an
+    attacker who rewrites both files would."""
+    buffer = io.BytesIO()
+    th.save(tensors, buffer)
+    write_weights_bytes(path, buffer.getvalue())
+
+
+def write_weights_bytes(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    edit_json(
+        path.with_suffix(".json"),
+        lambda s: s.update(weights_sha256=hashlib.sha256(data).hexdigest()),
+    )
+
+
+def saved_tensors(path: Path) -> dict:
+    return th.load(path, map_location="cpu", weights_only=True)
+
+
+# --- every saved field is checked on resume --------------------------------------------------
+
+CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
+    # name: (the field of config.json, its damaged value, what the error line says)
+    "a string for a number": (
+        "n_envs",
+        "2",
+        "config.json: n_envs is '2'; it must be a whole number",
+    ),
+    "true for a number": ("total_steps", True, "config.json: total_steps is True"),
+    "a float for a whole number": ("n_steps", 64.5, "config.json: n_steps is 64.5"),
+    "a layer size of text": ("hidden.1", "16", "config.json: hidden[1] is '16'"),
+    "an unknown encoding": (
+        "encoding",
+        "slots",
+        "config.json: encoding is 'slots'; it must be one of",
+    ),
+    "gamma above 1": ("gamma", 1.5, "--gamma must be in (0, 1], got 1.5"),
+    "a batch larger than a rollout": ("batch_size", 100_000, "--batch-size 100000 is larger"),
+    "a negative seed": ("seed", -1, "--seed must be a whole number from 0 to 4294967295"),
+    "a seed numpy cannot take": ("seed", 2**40, "--seed must be a whole number from 0"),
+    "no layers": ("hidden", [], "--hidden needs one or more sizes"),
+    "a negative opponent weight": ("opponents.perfect", -1, "opponent weights must be finite"),
+    "an unknown opponent setting": ("opponents.bots", 1, "opponents.bots is not a setting"),
+    "a missing setting": ("reward", DELETE, "config.json: reward is missing"),
+    "an unknown setting": ("turbo", True, "config.json: turbo is not a setting"),
+    "a saved resume": ("resume", "elsewhere", "config.json: resume is 'elsewhere'"),
+    "a network too large to build": ("hidden", [100_000, 100_000], "its network would have"),
+    "a rollout too large to hold": ("n_envs", 10**7, "n_envs 10000000 x n_steps 64 would hold"),
+    "other envs than the saved games": ("n_envs", 4, "resume.env.num_envs is 2; the run's config"),
+}
+
+STATE_DAMAGE: dict[str, tuple[str, object, str]] = {
+    # name: (the field of checkpoints/latest.json, its damaged value, what the error says)
+    "steps as text": ("steps", "256", "latest.json: steps is '256'; it must be a whole number"),
+    "negative training time": ("train_seconds", -1, "latest.json: train_seconds is -1"),
+    "an infinite training time": ("train_seconds", float("inf"), "train_seconds is inf"),
+    "another format": ("format", "zip", "latest.json: format is 'zip'"),
+    "no hash": ("weights_sha256", DELETE, "latest.json: weights_sha256 is None"),
+    "an unknown field": ("magic", 1, "latest.json: 'magic' is not a field"),
+    "a resume of the wrong type": ("resume", [1], "latest.json: resume is [1]; it must be a JSON"),
+    "torch generator byte out of range": (
+        "resume.torch_rng.17",
+        300,
+        "resume.torch_rng[17] is 300; it must be a whole number from 0 to 255",
+    ),
+    "torch generator cut short": (
+        "resume.torch_rng",
+        [0] * 10,
+        "resume.torch_rng has 10 items; it must have 5056",
+    ),
+    "numpy generator position": (
+        "resume.numpy_rng.2",
+        700,
+        "resume.numpy_rng[2] is 700; it must be a whole number from 0 to 624",
+    ),
+    "numpy generator key": ("resume.numpy_rng.1.5", -3, "resume.numpy_rng[1][5] is -3"),
+    "python generator index": (
+        "resume.python_rng.1.624",
+        1000,
+        "resume.python_rng[1][624] is 1000",
+    ),
+    "torch generator of random bytes": (
+        "resume.torch_rng",
+        [7] * 5056,
+        "resume.torch_rng is not a generator state that can be restored (Invalid mt19937 state)",
+    ),
+    "python generator version": ("resume.python_rng.0", 2, "resume.python_rng[0] is 2"),
+    "env generator state": ("resume.env.rng.state.state", -1, "resume.env.rng.state.state is -1"),
+    "env generator name": (
+        "resume.env.rng.bit_generator",
+        "MT19937",
+        "resume.env.rng.bit_generator is 'MT19937'",
+    ),
+    "a bot's generator missing": (
+        "resume.env.bots.perfect",
+        DELETE,
+        "resume.env.bots.perfect is missing",
+    ),
+    "a negative board id": (
+        "resume.env.arrays._board.0",
+        -1,
+        "resume.env.arrays._board[0] is -1; it must be a board number from 0 to 315479",
+    ),
+    "a board id past the last": (
+        "resume.env.arrays._board.1",
+        315_480,
+        "resume.env.arrays._board[1] is 315480",
+    ),
+    "a colour that is no colour": (
+        "resume.env.arrays._to_move.0",
+        2,
+        "resume.env.arrays._to_move[0] is 2",
+    ),
+    "a score of text": (
+        "resume.env.arrays._score.1",
+        ["0", 0],
+        "resume.env.arrays._score[1][0] is '0'",
+    ),
+    "an opponent that is not in the pool": (
+        "resume.env.arrays._opponent.0",
+        99,
+        "resume.env.arrays._opponent[0] is 99; it must be an opponent's number from 0 to 4",
+    ),
+    "done as a number": (
+        "resume.env.arrays._done.0",
+        1,
+        "resume.env.arrays._done[0] is 1; it must be true or false",
+    ),
+    "envs cut short": (
+        "resume.env.arrays._agent",
+        [0],
+        "resume.env.arrays._agent has 1 items; it must have 2",
+    ),
+    "episode starts of another length": (
+        "resume.episode_starts",
+        [True],
+        "resume.episode_starts has 1 items",
+    ),
+    "a snapshot outside the folder": (
+        "resume.env.snapshots.0",
+        "../../x.onnx",
+        "resume.env.snapshots[0] is '../../x.onnx'",
+    ),
+    "a snapshot that is gone": (
+        "resume.env.snapshots.1",
+        "step_000999999.onnx",
+        "the saved games cannot be restored",
+    ),
+    "an unknown reset option": (
+        "resume.env.options",
+        {"colour": "R"},
+        "a resume.env.options key is 'colour'",
+    ),
+    "a result that is not a number": ("resume.env.results.step_000000000.onnx", ["a", 1], "is 'a'"),
+    "another number of updates": (
+        "resume.n_updates",
+        999,
+        "resume.n_updates is 999; the checkpoint has",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CONFIG_DAMAGE))
+def test_resume_refuses_a_damaged_config(
+    case: str, copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    field, value, says = CONFIG_DAMAGE[case]
+    edit_json(copy / "config.json", lambda c: set_at(c, field, value))
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert says in line, line
+
+
+@pytest.mark.parametrize("case", list(STATE_DAMAGE))
+def test_resume_refuses_a_damaged_state(
+    case: str, copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    field, value, says = STATE_DAMAGE[case]
+    state = copy / "checkpoints" / "latest.json"
+    if field.startswith("resume.env.results."):
+        edit_json(
+            state, lambda s: s["resume"]["env"]["results"].update({"step_000000000.onnx": value})
+        )
+    else:
+        edit_json(state, lambda s: set_at(s, field, value))
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert says in line, line
+    assert str(state) in line  # the file is named
+
+
+def test_the_checks_take_what_training_saved(
+    run_dir: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    """The control for the tables above: the undamaged folder passes every check."""
+    train = training_script("train")
+    checkpoints = training_script("checkpoints")
+    config = train.config_from_json(json.loads((run_dir / "config.json").read_text()))
+    state = checkpoints.read_state(run_dir, "latest")
+    venv = train.make_vec_env(config, run_dir)
+    model = train.make_model(config, venv)
+    checkpoints.load_weights(model, run_dir, "latest", state)
+    train.resume_games(model, run_dir, state["resume"])
+    assert model.num_timesteps == state["steps"] == 256
+    saved = saved_tensors(run_dir / "checkpoints" / "latest.pt")
+    for key, value in model.policy.state_dict().items():
+        assert th.equal(value, saved["policy"][key])
+    venv.close()
+
+
+TENSOR_DAMAGE: dict[str, tuple[Callable[[dict], object], str]] = {
+    # name: (the damaged content of latest.pt, from the saved one; what the error says)
+    "a layer of another shape": (
+        lambda t: t["policy"].update({k: th.zeros(3) for k in list(t["policy"])[:1]}) or t,
+        "tensor of shape [3]; the network of the run's config.json has torch.float32",
+    ),
+    "NaN weights": (
+        lambda t: [v.fill_(float("nan")) for v in t["policy"].values()] and t,
+        "holds values that are not finite",
+    ),
+    "a missing layer": (
+        lambda t: t["policy"].pop(next(iter(t["policy"]))) is not None and t,
+        "the weights lack",
+    ),
+    "an extra layer": (
+        lambda t: t["policy"].update(extra=th.zeros(1)) or t,
+        "the weights hold 'extra', which the network",
+    ),
+    "weights of another type": (
+        lambda t: t["policy"].update({k: v.double() for k, v in t["policy"].items()}) or t,
+        "is a torch.float64 tensor",
+    ),
+    "a moment of another shape": (
+        lambda t: t["optimizer"]["state"][0].update(exp_avg=th.zeros(2)) or t,
+        "optimizer.state[0].exp_avg is a torch.float32 tensor of shape [2]",
+    ),
+    "a negative second moment": (
+        lambda t: t["optimizer"]["state"][0]["exp_avg_sq"].fill_(-1.0) is not None and t,
+        "optimizer.state[0].exp_avg_sq holds negative values",
+    ),
+    "another optimiser setting": (
+        lambda t: t["optimizer"]["param_groups"][0].update(eps=1.0) or t,
+        "optimizer.param_groups[0].eps is 1.0; the run's optimiser has 1e-05",
+    ),
+    "a state for a parameter that does not exist": (
+        lambda t: t["optimizer"]["state"].update({999: t["optimizer"]["state"][0]}) or t,
+        "an optimizer.state key is 999",
+    ),
+    "something else than the two parts": (lambda t: [1, 2, 3], "holds 'list'"),
+    "a truncated file": (
+        None,
+        "latest.pt cannot be loaded as a checkpoint: it holds no readable tensors",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TENSOR_DAMAGE))
+def test_resume_and_export_refuse_damaged_tensors(
+    case: str, copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    damage, says = TENSOR_DAMAGE[case]
+    for name in ("latest", "best"):
+        path = copy / "checkpoints" / f"{name}.pt"
+        if damage is None:
+            write_weights_bytes(path, path.read_bytes()[:2000])
+        else:
+            write_tensors(path, damage(saved_tensors(path)))
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert says in line and "latest.pt" in line, line
+    out = copy / "exported.onnx"
+    line = refused(training_script("export").main, [str(copy), "--out", str(out)], capsys)
+    assert says.replace("latest", "best") in line and "best.pt" in line, line
+    assert not out.exists()
+
+
+def test_a_weights_file_that_does_not_belong_to_its_state_is_refused(
+    copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    path = copy / "checkpoints" / "latest.pt"
+    tensors = saved_tensors(path)
+    next(iter(tensors["policy"].values())).add_(1.0)  # other weights, the hash left as it was
+    th.save(tensors, path)
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert "latest.pt is not the file its latest.json was written with" in line
+
+
+def test_a_weights_file_far_larger_than_the_network_is_not_read(
+    copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    path = copy / "checkpoints" / "latest.pt"
+    tensors = saved_tensors(path)
+    tensors["policy"]["padding"] = th.zeros(4_000_000)
+    write_tensors(path, tensors)
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert "bytes, far more than the network of the run's config.json needs" in line
+
+
+# --- crafted files: their code never runs ----------------------------------------------------
+
+
+class Payload:
+    """Unpickling this creates the folder ``marker``: what a hostile file would do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.makedirs, (str(self.marker),))
+
+
+def test_a_crafted_weights_file_is_refused_and_its_code_never_runs(
+    copy: Path, tmp_path: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    marker = tmp_path / "pwned"
+    for name in ("latest", "best"):  # a torch file whose pickle calls os.makedirs
+        write_tensors(
+            copy / "checkpoints" / f"{name}.pt", {"policy": Payload(marker), "optimizer": {}}
+        )
+    control = tmp_path / "control.pt"
+    th.save({"policy": Payload(tmp_path / "control")}, control)
+    th.load(control, weights_only=False)  # what an unpickling loader does: the payload runs
+    assert (tmp_path / "control").is_dir()
+
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert "latest.pt cannot be loaded as a checkpoint: it holds anything but tensors" in line
+    line = refused(training_script("export").main, [str(copy)], capsys)
+    assert "best.pt cannot be loaded as a checkpoint" in line
+    assert not marker.exists()
+
+
+def test_a_raw_pickle_as_weights_is_refused_and_its_code_never_runs(
+    copy: Path, tmp_path: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    marker = tmp_path / "pwned"
+    write_weights_bytes(copy / "checkpoints" / "best.pt", pickle.dumps(Payload(marker)))
+    line = refused(training_script("export").main, [str(copy)], capsys)
+    assert "best.pt cannot be loaded as a checkpoint" in line
+    assert not marker.exists()
+
+
+def crafted_sb3_zip(path: Path, marker: Path) -> Path:
+    """A Stable-Baselines3 .zip whose policy class, when SB3 loads it, unpickles to
+    ``os.makedirs(marker)`` (the issue's crafted ``checkpoints/best.zip``)."""
+    payload = base64.b64encode(pickle.dumps(Payload(marker))).decode()
+    data = {"policy_class": {":type:": "<class 'abc.ABCMeta'>", ":serialized:": payload}}
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("data", json.dumps(data))
+        archive.writestr("_stable_baselines3_version", "2.9.2")
+    return path
+
+
+def old_format(run_dir: Path, make_zip: Callable[[Path], None]) -> None:
+    """Turn ``run_dir`` into a folder of the earlier format: NAME.zip and a NAME.json
+    without this format's fields."""
+    for name in ("latest", "best"):
+        pt, state = run_dir / "checkpoints" / f"{name}.pt", run_dir / "checkpoints" / f"{name}.json"
+        make_zip(run_dir / "checkpoints" / f"{name}.zip")
+        pt.unlink()
+        edit_json(state, lambda s: [s.pop(k) for k in ("format", "weights_sha256", "n_updates")])
+
+
+def test_a_crafted_zip_of_the_earlier_format_is_refused_unread(
+    copy: Path, tmp_path: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    marker = tmp_path / "pwned"
+    old_format(copy, lambda path: crafted_sb3_zip(path, marker) and None)
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    control = crafted_sb3_zip(tmp_path / "control.zip", tmp_path / "control")
+    with contextlib.suppress(Exception):  # what SB3's loader does: the payload runs
+        load_from_zip_file(control)
+    assert (tmp_path / "control").is_dir()
+
+    how = f"convert it with: python training/checkpoints.py {copy} --trusted"
+    for main, argv in (
+        (training_script("train").main, ["--resume", str(copy)]),
+        (training_script("export").main, [str(copy)]),
+        (training_script("export").main, [str(copy), "--trusted"]),
+        (training_script("checkpoints").main, [str(copy)]),
+    ):
+        line = refused(main, argv, capsys)
+        assert "unpickles code" in line and (how in line or "pass --trusted" in line), line
+    assert not marker.exists()
+
+
+def test_a_run_of_the_earlier_format_converts_when_trusted(
+    copy: Path, run_dir: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    """Made with the earlier format (SB3 .zip checkpoints), converted with --trusted: the same
+    weights and optimiser state, and train.py takes it again."""
+    train, checkpoints = training_script("train"), training_script("checkpoints")
+    config = train.config_from_json(json.loads((run_dir / "config.json").read_text()))
+
+    def sb3_zip(path: Path) -> None:
+        venv = train.make_vec_env(config, copy)
+        model = train.make_model(config, venv)
+        name = path.stem
+        checkpoints.load_weights(model, run_dir, name, checkpoints.read_state(run_dir, name))
+        model.save(path)
+        venv.close()
+
+    old_format(copy, sb3_zip)
+    line = refused(train.main, ["--resume", str(copy)], capsys)
+    assert "latest.zip is a checkpoint of an earlier version" in line
+
+    checkpoints.main([str(copy), "--trusted"])
+    out = capsys.readouterr().out
+    assert f"continue with: python training/train.py --resume {copy}" in out
+    for name in ("latest", "best"):
+        converted = saved_tensors(copy / "checkpoints" / f"{name}.pt")
+        original = saved_tensors(run_dir / "checkpoints" / f"{name}.pt")
+        for key in original["policy"]:
+            assert th.equal(converted["policy"][key], original["policy"][key])
+        for index, moments in original["optimizer"]["state"].items():
+            for key, value in moments.items():
+                assert th.equal(converted["optimizer"]["state"][index][key], value)
+        state = checkpoints.read_state(copy, name)
+        assert state["steps"] == checkpoints.read_state(run_dir, name)["steps"]
+        assert state["n_updates"] == checkpoints.read_state(run_dir, name)["n_updates"]
+
+
+def test_resume_refuses_a_run_without_a_checkpoint_in_one_sentence(
+    copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    (copy / "checkpoints" / "latest.pt").unlink()
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert f"{copy} has no checkpoint 'latest' yet" in line
+    (copy / "checkpoints" / "best.json").unlink()
+    line = refused(training_script("export").main, [str(copy)], capsys)
+    assert "best.json is missing (it is written with best.pt)" in line
+
+
+def test_json_nested_too_deeply_is_damaged(
+    copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    (copy / "checkpoints" / "latest.json").write_text(deep)
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert "latest.json is damaged (nested too deeply)" in line
+    (copy / "config.json").write_text('{"hidden": ' + deep + "}")
+    line = refused(training_script("export").main, [str(copy)], capsys)
+    assert "config.json is damaged (its JSON is nested too deeply)" in line
+
+
+def test_a_config_from_python_round_trips(training_script: Callable[[str], ModuleType]) -> None:
+    """Every TrainConfig field has a type the checks read: a saved config comes back equal."""
+    train = training_script("train")
+    config = train.resolve(train.TrainConfig(hidden=(8, 4), learning_rate_end=1e-4))
+    assert train.config_from_json(json.loads(json.dumps(train.config_to_json(config)))) == config

@@ -1,0 +1,188 @@
+"""A league table: every player rated on one Elo scale, with 95% intervals.
+
+    python training/league.py --players random greedy perfect-0.1 perfect buttonup-ppo --matches 200
+    python training/league.py --players random greedy perfect runs/NAME --json league.json
+
+Plays ``--matches`` matches (to the target, 15 points) between the pairs of players, a round
+robin up to 12 players, and beyond that each player against its ``--neighbours`` next ones in
+the order given plus every bot (``--schedule``), seats and starters alternating, reproducible
+from ``--seed``. The results are fitted with Bradley-Terry on the Elo scale (a gap of 400 is
+odds of 10 to 1 in a match), the random bot fixed at 0 (without it, the first player), and a
+prior of ``--prior`` extra matches per pair split evenly, which keeps ratings finite when a
+pair never loses. Prints the table (player, rating, 95% interval, matches); ``--json FILE``
+writes ratings and pairs, ``--plot FILE`` a picture of the ladder.
+
+A player is ``random``, ``greedy``, ``perfect``, a graded bot ``perfect-P`` (a random legal
+move with probability P, the perfect move otherwise: ``perfect-0.3``), the name of a shipped
+policy (``buttonup-ppo``), a path to an exported ``.onnx`` policy, or a training run's folder
+(all its snapshots, ``snapshots/step_N.onnx``). See docs/league.md.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import tyro
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import code_version
+
+from buttonup_env._cli import run_cli
+from buttonup_env.league import (
+    ANCHOR,
+    PRIOR_MATCHES,
+    LeagueTable,
+    fit_ratings,
+    make_player,
+    play_pairs,
+    player_specs,
+    schedule,
+)
+
+
+@dataclass
+class LeagueArgs:
+    """Rate players against each other on one Elo scale (Bradley-Terry, random bot at 0)."""
+
+    players: tuple[str, ...] = ()
+    """The players: random, greedy, perfect, perfect-P, a shipped policy's name, an .onnx file
+    or a training run's folder (its snapshots)."""
+    matches: int = 200
+    """Matches per pair of players."""
+    seed: int = 0
+    """Seed of the layouts and the bots' random moves (each pair's from it and the names)."""
+    target: int = 15
+    """Points that win a match."""
+    schedule: Literal["auto", "round-robin", "neighbours"] = "auto"
+    """Which pairs meet: auto (a round robin up to 12 players, else neighbours), round-robin,
+    or neighbours (each player against its --neighbours next ones, and every bot against
+    everyone)."""
+    neighbours: int = 2
+    """With the neighbours schedule: how many of the next players each one meets."""
+    prior: float = PRIOR_MATCHES
+    """Extra matches per pair that met, half won by each side: the prior of the fit."""
+    json: Path | None = None
+    """Write ratings and pairs to this JSON file."""
+    plot: Path | None = None
+    """Draw the ladder (ratings with their intervals) to this PNG file."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+def check(args: LeagueArgs) -> None:
+    """``ValueError`` with one sentence for a bad argument."""
+    if len(args.players) < 2:
+        raise ValueError(
+            f"--players needs at least two players, got {len(args.players)}; e.g. --players "
+            "random greedy perfect"
+        )
+    for option, value, low in (
+        ("--matches", args.matches, 1),
+        ("--target", args.target, 1),
+        ("--seed", args.seed, 0),
+        ("--neighbours", args.neighbours, 1),
+    ):
+        if value < low:
+            raise ValueError(f"{option} must be a whole number >= {low}, got {value}")
+    if not 0 < args.prior < float("inf"):
+        raise ValueError(f"--prior must be a number of matches > 0, got {args.prior}")
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None and not path.parent.is_dir():
+            raise ValueError(f"{option} {path}: the folder {path.parent} does not exist")
+        if path is not None and path.is_dir():
+            raise ValueError(f"{option} {path} is a folder; give the file to write")
+
+
+def plot_ladder(table: LeagueTable, path: Path, title: str = "") -> None:
+    """The ratings, best at the top, with their intervals (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(table.ratings)[::-1]
+    fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * len(names)), dpi=100)
+    for row, name in enumerate(names):
+        rating = table.ratings[name]
+        low, high = rating.interval
+        ax.plot([low, high], [row, row], color="tab:blue", lw=2, alpha=0.6)
+        ax.plot([rating.elo], [row], "o", color="tab:blue")
+        ax.annotate(
+            f"{rating.elo:.0f}",
+            (rating.elo, row),
+            xytext=(0, 5),
+            textcoords="offset points",
+            ha="center",
+            fontsize=7,
+        )
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    fixed = ", ".join(f"{n} at {v:g}" for n, v in table.fixed.items())
+    ax.set(xlabel=f"Elo (Bradley-Terry; {fixed}); bars: 95% intervals", title=title)
+    ax.grid(True, axis="x", lw=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = tyro.cli(LeagueArgs, args=argv, description=__doc__)
+    try:
+        check(args)
+        named = player_specs(args.players)
+        names = [name for name, _ in named]
+        pairs = schedule(names, args.schedule, args.neighbours)
+        players = [make_player(spec, name) for name, spec in named]
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    total = len(pairs) * args.matches
+    start = time.perf_counter()
+    with tqdm(total=total, unit="match", disable=not args.progress, leave=False) as bar:
+        results = play_pairs(
+            players,
+            pairs,
+            args.matches,
+            seed=args.seed,
+            target=args.target,
+            progress=lambda done: bar.update(done - bar.n),
+        )
+    seconds = time.perf_counter() - start
+    anchor = ANCHOR if ANCHOR in names else names[0]
+    table = fit_ratings(results, fixed={anchor: 0.0}, prior=args.prior)
+    print(
+        f"{len(names)} players, {len(pairs)} pairs, {args.matches} matches a pair "
+        f"({total:,} matches in {seconds:.1f} s), seed {args.seed}; {anchor} fixed at 0"
+    )
+    print(table.table())
+    command = shlex.join(["python", "training/league.py", *argv])
+    if args.json is not None:
+        card = {
+            "command": command,
+            "code_version": code_version(),
+            "made": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "seed": args.seed,
+            "matches_per_pair": args.matches,
+            "target": args.target,
+            "schedule": args.schedule,
+            "seconds": round(seconds, 2),
+            **table.to_dict(),
+        }
+        args.json.write_text(json.dumps(card, indent=2) + "\n")
+        print(f"ratings written to {args.json}")
+    if args.plot is not None:
+        plot_ladder(table, args.plot, f"{args.matches} matches a pair, seed {args.seed}")
+        print(f"ladder drawn in {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
