@@ -21,16 +21,10 @@ import argparse
 import statistics
 import time
 
+from buttonup_env.arena import make_player, play_pairs
 from buttonup_env.bots import BOTS, make_bot
 from buttonup_env.evaluation import evaluate
-from buttonup_env.league import (
-    fit_ratings,
-    ladder_ratings,
-    make_player,
-    play_pairs,
-    rate_against_ladder,
-    round_robin,
-)
+from buttonup_env.league import fit_ratings, ladder_ratings, rate_against_ladder, round_robin
 from buttonup_env.policy import load_policy
 from buttonup_env.tables import game_tables
 

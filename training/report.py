@@ -574,8 +574,9 @@ def snapshot_ratings(run_dir: Path, config: ReportConfig) -> list[dict[str, Any]
     ladder, the matches or the seed differ from the ones it was measured with."""
     from tqdm import tqdm
 
+    from buttonup_env.arena import run_snapshots, snapshot_steps
     from buttonup_env.exploit import exploitability
-    from buttonup_env.league import rate_against_ladder, run_snapshots, snapshot_steps
+    from buttonup_env.league import rate_against_ladder
     from buttonup_env.policy import load_policy
 
     path = run_dir / RATINGS_FILE

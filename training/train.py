@@ -64,7 +64,7 @@ from common import code_version, fail, plot_learning_curve, read_json
 from export import checkpoint_training, export_with_card
 
 from buttonup_env._cli import run_cli
-from buttonup_env.arena import play_matches
+from buttonup_env.arena import evaluate_many
 from buttonup_env.bots import BOTS
 from buttonup_env.export import export_onnx
 from buttonup_env.league import DEFAULT_LADDER, check_ladder, rate_against_ladder
@@ -558,8 +558,8 @@ class Periodic(BaseCallback):
             "steps": self.steps,
             "minutes": round(self.state.get("train_seconds", 0.0) / 60, 2),
         }
-        for name in BOTS:  # all the matches at once (buttonup_env.arena)
-            result = play_matches(player, name, c.eval_matches, seed=PERIODIC_EVAL_SEED)
+        results = evaluate_many(player, list(BOTS), c.eval_matches, seed=PERIODIC_EVAL_SEED)
+        for name, result in zip(BOTS, results, strict=True):  # all the matches at once
             row[f"win_rate_{name}"] = result.win_rate
             row[f"regret_{name}"] = result.mean_regret
             self.logger.record(f"eval/win_rate_{name}", result.win_rate)
