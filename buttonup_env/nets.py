@@ -53,22 +53,39 @@ class RingViews(nn.Module):
         """bfloat16 matrix products on the CPU when asked (weights and outputs stay float32)."""
         return th.autocast("cpu", dtype=th.bfloat16, enabled=self.bfloat16)
 
-    def forward_actor(self, features: th.Tensor) -> th.Tensor:
-        views = features.reshape(-1, MAX_LEGAL, self.view_size)
+    def _views(self, features: th.Tensor) -> th.Tensor:
+        return features.reshape(-1, MAX_LEGAL, self.view_size)
+
+    def _scores(self, body: th.Tensor) -> th.Tensor:
+        """One logit per view, from the actor's per-view features."""
         with self._autocast():
-            scores = self.actor_score(self.actor_body(views)).squeeze(-1)
+            scores = self.actor_score(body).squeeze(-1)
         scores = scores.float()
         if self.logit_bound is not None:  # soft clamp: never a fully certain policy
             scores = self.logit_bound * th.tanh(scores / self.logit_bound)
         return scores
 
+    @staticmethod
+    def _pooled(body: th.Tensor) -> th.Tensor:
+        """The critic's latent: the mean and the max of the per-view features."""
+        body = body.float()
+        return th.cat([body.mean(dim=1), body.amax(dim=1)], dim=1)
+
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        with self._autocast():
+            body = self.actor_body(self._views(features))
+        return self._scores(body)
+
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
         with self._autocast():
-            views = self.critic_body(features.reshape(-1, MAX_LEGAL, self.view_size))
-        views = views.float()
-        return th.cat([views.mean(dim=1), views.amax(dim=1)], dim=1)
+            body = self.critic_body(self._views(features))
+        return self._pooled(body)
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        if self.critic_body is self.actor_body:  # shared layers: run them once for both
+            with self._autocast():
+                body = self.actor_body(self._views(features))
+            return self._scores(body), self._pooled(body)
         return self.forward_actor(features), self.forward_critic(features)
 
 
