@@ -517,6 +517,12 @@ def _records(
     return records
 
 
+MEASURED = "measured player"
+"""The name under which :func:`play_matches` and :func:`evaluate_many` play the player they
+measure (unless it is a :class:`BatchedPlayer` already, which keeps its own): the matches then
+depend on the seed and the opponents, not on the measured player's name or file path."""
+
+
 def play_matches(
     player: Any,
     opponent: Any,
@@ -528,7 +534,8 @@ def play_matches(
     ``player`` as :func:`~buttonup_env.evaluation.evaluate` does (without records).
 
     Each is a player's name or file (see :func:`make_player`), a policy loaded with
-    :func:`buttonup_env.load_policy`, or a :class:`BatchedPlayer`.
+    :func:`buttonup_env.load_policy`, or a :class:`BatchedPlayer`. The same seed gives the
+    same matches wherever the measured player's file lies (see :data:`MEASURED`).
     """
     return evaluate_many(player, [opponent], matches, seed, target)[0]
 
@@ -544,7 +551,7 @@ def evaluate_many(
     if not opponents:
         raise ValueError("evaluate_many needs at least one opponent")
     start = time.perf_counter()
-    players = [as_player(player)] + [as_player(o) for o in opponents]
+    players = [_measured(player)] + [as_player(o) for o in opponents]
     results = play_pairs(players, [(0, j) for j in range(1, len(players))], matches, seed, target)
     seconds = (time.perf_counter() - start) / len(results)
     return [result.evaluation(seconds) for result in results]
@@ -556,3 +563,13 @@ def as_player(spec: Any) -> BatchedPlayer:
     if callable(getattr(spec, "choose", None)) and hasattr(spec, "name"):
         return spec
     return make_player(spec)
+
+
+def _measured(spec: Any) -> BatchedPlayer:
+    """The player that :func:`evaluate_many` measures, named :data:`MEASURED` unless it is a
+    batched player already."""
+    if callable(getattr(spec, "choose", None)) and hasattr(spec, "name"):
+        return spec
+    player = make_player(spec, MEASURED)
+    player.name = MEASURED  # a bot's name too: only the seeding reads it
+    return player

@@ -91,3 +91,24 @@ def test_evaluate_many_plays_each_opponent_as_play_matches_does() -> None:
         assert (a.wins, a.rounds, a.mean_regret) == (b.wins, b.rounds, b.mean_regret)
     with pytest.raises(ValueError, match="at least one opponent"):
         evaluate_many("greedy", [], 10)
+
+
+def test_the_measured_policys_file_path_does_not_change_its_matches(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Training evaluates its learner from a file in the run's folder: two runs with one seed
+    in two folders must play the same matches."""
+    import shutil
+
+    from buttonup_env.models import shipped_policy_path
+
+    paths = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        paths.append(shutil.copy(shipped_policy_path("buttonup-ppo"), tmp_path / folder / "p.onnx"))
+    first, second = (evaluate_many(load_policy(p), ["random", "greedy"], 20, seed=3) for p in paths)
+    for a, b in zip(first, second, strict=True):
+        assert (a.wins, a.rounds, a.decisions, a.regret_by_move) == (
+            b.wins,
+            b.rounds,
+            b.decisions,
+            b.regret_by_move,
+        )
