@@ -17,6 +17,7 @@ from .encoding import SlotEncoding, legal_mask
 from .models import shipped_policies
 from .rules import (
     DEFAULT_TARGET,
+    MAX_ROUND_MARGIN,
     NUM_SLOTS,
     Color,
     State,
@@ -26,9 +27,6 @@ from .rules import (
     random_layout,
     round_points,
 )
-
-MAX_ROUND_MARGIN = 18
-"""The largest possible round margin (own buttons at heights 7-9, the opponent's at 1-3)."""
 
 REWARDS = ("match", "round")
 EPISODES = ("match", "round")
@@ -344,12 +342,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
                 slot = opponent.act(state)
                 if slot not in legal or not is_whole_number(slot):
                     raise ValueError(
-                        f"the opponent {opponent!r} made an illegal move: "
-                        f"{state._illegal_message(slot, legal)}"
+                        f"the opponent {opponent!r} made an illegal move: {state.why_illegal(slot)}"
                     )
                 slot = int(slot)
                 self._last_move = slot
-                self.state = state = state._successor(slot)
+                self.state = state = state.child(slot)
                 opponent_moves.append(slot)
                 continue
             # the round is over
@@ -382,7 +379,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         slot = action_slot(action)  # ValueError outside Discrete(9)
         legal = state.legal_moves()
         if slot not in legal:
-            message = state._illegal_message(slot, legal)
+            message = state.why_illegal(slot)
             if self.illegal_action == "raise":
                 raise ValueError(f"illegal action: {message}")
             self._done = True
@@ -396,7 +393,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
                 self._info({"illegal_action": True, "opponent_moves": []}),
             )
         self._last_move = slot
-        self.state = state._successor(slot)
+        self.state = state.child(slot)
         reward, info = self._advance()
         if self._human is not None:
             self.render()

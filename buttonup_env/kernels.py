@@ -41,8 +41,7 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from .encoding import BOARD_FEATURES, MAX_LEGAL, STACK_FEATURES
-from .env import MAX_ROUND_MARGIN
-from .rules import LAYOUTS, NUM_SLOTS
+from .rules import LAYOUTS, MAX_ROUND_MARGIN, NUM_SLOTS
 from .tables import RED, GameTables
 
 NUM_LAYOUTS = len(LAYOUTS)

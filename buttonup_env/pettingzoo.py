@@ -258,11 +258,11 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         legal = state.legal_moves()
         slot = action_slot(action)  # ValueError outside Discrete(9)
         if slot not in legal:
-            raise ValueError(f"illegal action by {agent!r}: {state._illegal_message(slot, legal)}")
+            raise ValueError(f"illegal action by {agent!r}: {state.why_illegal(slot)}")
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         self._last_move = slot
-        state = state._successor(slot)
+        state = state.child(slot)
         extra: dict[str, Any] = {}
         if state.round_over:
             strength = state.strength

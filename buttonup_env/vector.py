@@ -927,7 +927,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         state = self._state(env)
         legal = state.legal_moves()
         if self.encoding == "slots":
-            return state._illegal_message(int(actions[env]), legal)
+            return state.why_illegal(int(actions[env]))
         return (
             f"action {int(actions[env])} has no legal move behind it; the actions are the legal "
             f"slots {list(legal)} in order, so 0 to {len(legal) - 1}"
