@@ -329,6 +329,7 @@ def _play_moves(envs, count, slot, board, to_move, agent, starter, score, done, 
         round_points[i, 1] = black
         has_points[i] = True
         agent_margin = margin if agent[i] == RED else -margin
+        # the rewards of buttonup_env.interface.round_reward and match_reward, spelled out
         if round_reward:
             reward[i] += agent_margin / MAX_ROUND_MARGIN
         if round_episodes:

@@ -25,7 +25,15 @@ from pettingzoo.utils import wrappers
 
 from . import render as _render
 from .encoding import SlotEncoding, legal_mask
-from .env import MAX_ROUND_MARGIN, REWARDS, _choice, action_slot, reset_options
+from .interface import (
+    RENDER_MODES,
+    REWARDS,
+    action_slot,
+    check_choice,
+    match_reward,
+    reset_options,
+    round_reward,
+)
 from .rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
@@ -43,6 +51,7 @@ COLOR_AGENTS: dict[Color, str] = {color: agent for agent, color in AGENT_COLORS.
 """The agent that plays each colour."""
 
 RESET_OPTIONS = ("first",)
+"""The keys of ``reset(options=...)``: who starts the first round (both colours are agents)."""
 
 ObsDict = dict[str, np.ndarray]
 
@@ -139,7 +148,8 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
       None), ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
 
     ``reset(options=...)`` accepts ``{"first": "R" | "B"}`` for one episode: who starts the
-    first round. Other keys are ignored with a warning.
+    first round (:func:`buttonup_env.interface.reset_options`, as in ``ButtonUp-v0``: another
+    value raises ``ValueError``, another key is ignored with a warning).
 
     ## Version History
     * v0: initial version.
@@ -147,7 +157,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
 
     metadata = {  # noqa: RUF012
         "name": "buttonup_v0",
-        "render_modes": ["human", "ansi", "rgb_array"],
+        "render_modes": list(RENDER_MODES),
         "is_parallelizable": False,
         "render_fps": 2,
     }
@@ -159,11 +169,13 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        _choice("reward", reward, REWARDS)
-        _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        check_choice("reward", reward, REWARDS)
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         target = check_target(target)
         self.target = target
         self.reward_mode = reward
+        self.per_round = reward == "round"
+        """Whether every round pays its margin (``reward="round"``)."""
         self.render_mode = render_mode
         self._human = (
             _render.HumanRenderer(self.metadata["render_fps"]) if render_mode == "human" else None
@@ -228,7 +240,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         """Start a new match: draw the first layout, and the starter unless ``options`` names it."""
         if seed is not None:
             self._np_random, _ = seeding.np_random(seed)
-        first = reset_options(options, RESET_OPTIONS, unknown="warn").get("first")
+        first = reset_options(options, RESET_OPTIONS).get("first")
         if first is None:
             first = "R" if self.np_random.integers(2) == 0 else "B"
         self.position = State.new_round(random_layout(self.np_random), first, target=self.target)
@@ -267,14 +279,13 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         if state.round_over:
             strength = state.strength
             extra["round_points"] = round_points(strength)
-            if self.reward_mode == "round":
-                margin = (strength["R"] - strength["B"]) / MAX_ROUND_MARGIN
-                self.rewards["red"] += margin
-                self.rewards["black"] -= margin
+            margin = strength["R"] - strength["B"]  # Red's; Black's is its negative
+            for name, sign in (("red", 1), ("black", -1)):
+                self.rewards[name] += round_reward(sign * margin, self.per_round, False)
             if state.match_over:
                 winner = COLOR_AGENTS[state.winner]  # type: ignore[index]
                 for name in self.agents:
-                    self.rewards[name] += 1.0 if name == winner else -1.0
+                    self.rewards[name] += match_reward(name == winner)
                 self.terminations = dict.fromkeys(self.agents, True)
             else:
                 state = state.next_round(random_layout(self.np_random))

@@ -27,7 +27,16 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from .encoding import ENCODINGS, MAX_LEGAL
-from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice, reset_options
+from .interface import (
+    COLOR_CHOICES,
+    EPISODES,
+    ILLEGAL_ACTIONS,
+    REWARDS,
+    check_choice,
+    match_reward,
+    reset_options,
+    round_reward,
+)
 from .models import shipped_policies
 from .rules import COLORS, DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
 from .tables import RED, GameTables, game_tables
@@ -248,13 +257,13 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 f"random_start={random_start!r} needs episode='round' and agent_color=None: the "
                 "agent takes the side to move after the random moves"
             )
-        _choice("agent_color", agent_color, (None, "R", "B"))
-        _choice("reward", reward, REWARDS)
-        _choice("episode", episode, EPISODES)
-        _choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
-        _choice("encoding", encoding, tuple(ENCODING_SIZES))
-        _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
-        _choice("backend", backend, BACKENDS)
+        check_choice("agent_color", agent_color, COLOR_CHOICES)
+        check_choice("reward", reward, REWARDS)
+        check_choice("episode", episode, EPISODES)
+        check_choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
+        check_choice("encoding", encoding, tuple(ENCODING_SIZES))
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        check_choice("backend", backend, BACKENDS)
         self._kernels: Any = None
         if backend == "numba":
             from . import kernels  # imports numba (nothing compiles until the first reset)
@@ -515,11 +524,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         if self.pool is not None:
             self._record_snapshot_rounds(idx, agent_margin)
         reward = out["reward"]
-        if self.reward_mode == "round":
-            reward[idx] += agent_margin / MAX_ROUND_MARGIN
+        reward[idx] += round_reward(
+            agent_margin, self.reward_mode == "round", self.episode == "round"
+        )
         if self.episode == "round":
-            if self.reward_mode == "match":
-                reward[idx] += np.sign(agent_margin)
             self._done[idx] = True
             return
         score = self._score[idx]
@@ -527,7 +535,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         if won.any():
             ended = idx[won]
             winner = score[won].argmax(axis=1)
-            reward[ended] += np.where(winner == self._agent[ended], 1.0, -1.0)
+            reward[ended] += match_reward(winner == self._agent[ended])
             self._done[ended] = True
         going = idx[~won]
         if len(going):

@@ -9,7 +9,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .encoding import ENCODINGS, MAX_LEGAL, RingEncoding
-from .env import ButtonUpEnv, action_slot
+from .env import ButtonUpEnv
+from .interface import action_slot
 from .rules import NUM_SLOTS
 
 
