@@ -9,7 +9,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from . import render as _render
 from .bots import BOTS, Player
 from .deprecation import moved_names
 from .encoding import SlotEncoding, legal_mask
@@ -26,6 +25,7 @@ from .interface import (
     round_reward,
 )
 from .models import shipped_policies
+from .render import EnvRenderer
 from .rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
@@ -181,9 +181,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self.episode = episode
         self.illegal_action = illegal_action
         self.render_mode = render_mode
-        self._human = (
-            _render.HumanRenderer(self.metadata["render_fps"]) if render_mode == "human" else None
-        )
+        self._renderer = EnvRenderer(render_mode, self.metadata["render_fps"])
         self.encoding = SlotEncoding()
         self.observation_space = spaces.Box(0.0, 1.0, (self.encoding.size,), np.float32)
         self.action_space = spaces.Discrete(NUM_SLOTS)
@@ -258,7 +256,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         # from a set-up a player makes at most 3 moves in a row (tests/test_rules.py), so the
         # opponent cannot finish a round before the agent moves
         assert reward == 0.0 and not self._done
-        if self._human is not None:
+        if self._renderer.human:
             self.render()
         return self._obs(), self._info(info_extra)
 
@@ -321,7 +319,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
             if self.illegal_action == "raise":
                 raise ValueError(f"illegal action: {message}")
             self._done = True
-            if self._human is not None:
+            if self._renderer.human:
                 self.render()
             return (
                 self._obs(),
@@ -333,7 +331,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self._last_move = slot
         self.state = state.child(slot)
         reward, info = self._advance()
-        if self._human is not None:
+        if self._renderer.human:
             self.render()
         return self._obs(), reward, self._done, False, self._info(info)
 
@@ -343,19 +341,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         With ``render_mode="human"`` it shows the position (reset and step already do) and
         returns None.
         """
-        if self.render_mode is None or self.state is None:
-            return None
-        if self._human is not None:
-            self._human.show(self.state, last_move=self._last_move, agent_color=self.agent_color)
-            return None
-        if self.render_mode == "ansi":
-            return _render.ansi(self.state, agent_color=self.agent_color)
-        return _render.rgb_array(self.state, last_move=self._last_move)
+        return self._renderer.render(self.state, self._last_move, self.agent_color)
 
     def close(self) -> None:
         """Close the window of ``render_mode="human"``, if one is open."""
-        if self._human is not None:
-            self._human.close()
+        self._renderer.close()
 
 
 __getattr__ = moved_names(

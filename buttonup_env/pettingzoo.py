@@ -23,7 +23,6 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from . import render as _render
 from .encoding import SlotEncoding, legal_mask
 from .interface import (
     RENDER_MODES,
@@ -34,6 +33,7 @@ from .interface import (
     reset_options,
     round_reward,
 )
+from .render import EnvRenderer
 from .rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
@@ -177,9 +177,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.per_round = reward == "round"
         """Whether every round pays its margin (``reward="round"``)."""
         self.render_mode = render_mode
-        self._human = (
-            _render.HumanRenderer(self.metadata["render_fps"]) if render_mode == "human" else None
-        )
+        self._renderer = EnvRenderer(render_mode, self.metadata["render_fps"])
         self.encoding = SlotEncoding()
         self.possible_agents = list(AGENT_COLORS)
         self.agents = []
@@ -252,7 +250,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.truncations = dict.fromkeys(self.agents, False)
         self.infos = self._infos()
         self.agent_selection = COLOR_AGENTS[first]
-        if self._human is not None:
+        if self._renderer.human:
             self.render()
 
     def step(self, action: np.int64 | int | None) -> None:
@@ -294,7 +292,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.infos = self._infos(**extra)
         self.agent_selection = COLOR_AGENTS[state.to_move]
         self._accumulate_rewards()
-        if self._human is not None:
+        if self._renderer.human:
             self.render()
 
     # ------------------------------------------------------------------------------------------
@@ -304,16 +302,8 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         With ``render_mode="human"`` it shows the position (reset and step already do) and
         returns None.
         """
-        if self.render_mode is None or self.position is None:
-            return None
-        if self._human is not None:
-            self._human.show(self.position, last_move=self._last_move)
-            return None
-        if self.render_mode == "ansi":
-            return _render.ansi(self.position)
-        return _render.rgb_array(self.position, last_move=self._last_move)
+        return self._renderer.render(self.position, self._last_move)
 
     def close(self) -> None:
         """Close the window of ``render_mode="human"``, if one is open."""
-        if self._human is not None:
-            self._human.close()
+        self._renderer.close()

@@ -1046,9 +1046,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Text of every env's position with ``render_mode="ansi"`` (None without a mode)."""
         if self.render_mode is None or not self._reset_called:
             return None
-        from . import render as _render
+        from .render import ansi
 
         return tuple(
-            _render.ansi(state, agent_color=color)
+            ansi(state, agent_color=color)
             for state, color in zip(self.states(), self.agent_colors, strict=True)
         )
