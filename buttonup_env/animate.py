@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import render
+from .cli import whole_number
 from .records import InvalidRecord, check_record, read_records
 from .rules import DEFAULT_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State
 
@@ -393,19 +394,6 @@ exit status: 0 written; 1 no record with that id, or the record is invalid; 2 a 
 be read or written, a bad argument, or Pillow is missing (pip install 'buttonup-env[viz]')."""
 
 
-def _whole(low: int, high: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is not between {low} and {high}")
-        return value
-
-    return parse
-
-
 def _output(out: str) -> tuple[str, Path, str | None]:
     """``("gif", path, None)``, ``("png", folder, stem)`` or ``("folder", folder, None)``."""
     path = Path(out)
@@ -439,19 +427,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--round",
-        type=_whole(1, 10_000),
+        type=whole_number(1, "round number", 10_000),
         metavar="N",
         help="draw only round N (from 1) of a match record",
     )
     parser.add_argument(
         "--size",
-        type=_whole(200, 2000),
+        type=whole_number(200, "board size", 2000),
         default=400,
         help="board width and height in pixels (default 400; the caption adds ~10%%)",
     )
     parser.add_argument(
         "--delay",
-        type=_whole(20, 60_000),
+        type=whole_number(20, "delay", 60_000),
         default=800,
         metavar="MS",
         help="milliseconds per frame of a move (default 800)",

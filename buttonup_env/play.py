@@ -36,8 +36,8 @@ from typing import TextIO
 
 import numpy as np
 
-from ._cli import silence_stdout
 from .bots import BOTS, PerfectBot, Player
+from .cli import parse_arguments, silence_stdout, whole_number
 from .env import make_opponent
 from .match import Match
 from .models import shipped_policies
@@ -404,27 +404,8 @@ def load_opponent(spec: str) -> tuple[Player, str]:
 
 
 # --- command line ----------------------------------------------------------------------------
-def _whole_number(minimum: int, what: str, maximum: int | None = None) -> Callable[[str], int]:
-    """An argparse type: a whole number from ``minimum`` to ``maximum`` (None: no upper
-    bound), else one sentence saying so."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
-            raise argparse.ArgumentTypeError(f"{shown} is not a whole number") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            span = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-            shown = str(value) if len(text) <= 40 else "a number that large"
-            raise argparse.ArgumentTypeError(f"{shown} is not a {what}: use a whole number {span}")
-        return value
-
-    return parse
-
-
-_target = _whole_number(1, "target", MAX_TARGET)
-_seed = _whole_number(0, "seed")
+_target = whole_number(1, "target", MAX_TARGET)
+_seed = whole_number(0, "seed")
 
 
 def _color(text: str) -> Color:
@@ -491,21 +472,6 @@ def _is_tty(stream: object) -> bool:
         return bool(isatty()) if callable(isatty) else False
     except (OSError, ValueError):
         return False
-
-
-def parse_arguments(
-    parser: argparse.ArgumentParser,
-    argv: Sequence[str] | None,
-    stdout: TextIO,
-    stderr: TextIO,
-) -> argparse.Namespace | int:
-    """``parser``'s arguments, or the exit status when argparse has answered itself (``--help``
-    printed to ``stdout``, a usage error to ``stderr``). Shared by the command-line tools."""
-    try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            return parser.parse_args(argv)
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 2
 
 
 def main(

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
-from buttonup_env._cli import run_cli
 from buttonup_env.bots import GradedBot, GreedyBot, RandomBot
+from buttonup_env.cli import run_cli
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy

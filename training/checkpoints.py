@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import fail
 
-from buttonup_env._cli import run_cli
+from buttonup_env.cli import run_cli
 
 FORMAT = "buttonup-env checkpoint 1"
 """The ``format`` written in every checkpoint's ``NAME.json``."""

@@ -32,8 +32,8 @@ from pathlib import Path
 import tyro
 from tqdm import tqdm
 
-from buttonup_env._cli import run_cli
 from buttonup_env.bots import BOTS, GreedyBot, Player, RandomBot, graded_p, make_bot
+from buttonup_env.cli import run_cli
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.models import shipped_policies

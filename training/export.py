@@ -41,8 +41,8 @@ from checkpoints import CheckpointError, files, old_format, old_format_message, 
 from checkpoints import load_policy as load_checkpoint_policy
 from common import code_version, fail, read_eval_rows, read_json, write_card
 
-from buttonup_env._cli import run_cli
 from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
+from buttonup_env.cli import run_cli
 from buttonup_env.evaluation import EvaluationResult, evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.export import check_exportable, export_onnx

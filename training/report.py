@@ -59,7 +59,7 @@ from common import (
     safe_url,
 )
 
-from buttonup_env._cli import run_cli
+from buttonup_env.cli import run_cli
 from buttonup_env.league import DEFAULT_LADDER
 
 BOTS = ("random", "greedy", "perfect")

@@ -63,9 +63,9 @@ from checkpoints import require as require_checkpoint
 from common import code_version, fail, plot_learning_curve, read_json
 from export import checkpoint_training, export_with_card
 
-from buttonup_env._cli import run_cli
 from buttonup_env.arena import evaluate_many
 from buttonup_env.bots import BOTS
+from buttonup_env.cli import run_cli
 from buttonup_env.export import export_onnx
 from buttonup_env.league import DEFAULT_LADDER, check_ladder, rate_against_ladder
 from buttonup_env.nets import RingPolicy

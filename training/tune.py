@@ -59,8 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import fail, final_figures, first_line, open_storage, safe_url
 from train import OpponentMix, TrainConfig, config_to_json, parse_config, resolve, train
 
-from buttonup_env._cli import run_cli
 from buttonup_env.bots import BOTS
+from buttonup_env.cli import run_cli
 
 if sys.version_info >= (3, 11):
     import tomllib
