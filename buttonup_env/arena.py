@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .bots import BOTS, GRADED_PREFIX, graded_name, graded_p
+from .bots import BOT_NAMES, GRADED_PREFIX, graded_name, graded_p
 from .encoding import ENCODINGS, MAX_LEGAL
 from .evaluation import EvaluationResult, wilson_interval
 from .models import shipped_policies
@@ -95,8 +95,10 @@ class BotPlayer:
     def __init__(self, name: str, tables: GameTables | None = None) -> None:
         self.tables = tables if tables is not None else game_tables()
         p = graded_p(name)
-        if name not in BOTS and p is None:
-            raise ValueError(f"{name!r} is not a bot; use {', '.join(BOTS)} or {GRADED_PREFIX}P")
+        if name not in BOT_NAMES and p is None:
+            raise ValueError(
+                f"{name!r} is not a bot; use {', '.join(BOT_NAMES)} or {GRADED_PREFIX}P"
+            )
         self.name = graded_name(p) if p is not None else name
         self.p = 1.0 if name == "random" else (p if p is not None else 0.0)
         kind = "greedy" if name == "greedy" else "perfect"
@@ -230,7 +232,7 @@ def player_specs(specs: Sequence[str]) -> list[tuple[str, str]]:
     for spec in specs:
         spec = str(spec)
         p = graded_p(spec)  # raises for perfect-<not a probability>
-        if spec in BOTS or spec in shipped_policies():
+        if spec in BOT_NAMES or spec in shipped_policies():
             out.append((spec, spec))
         elif p is not None:
             out.append((graded_name(p), spec))
@@ -242,7 +244,7 @@ def player_specs(specs: Sequence[str]) -> list[tuple[str, str]]:
         else:
             shipped = ", ".join(shipped_policies()) or "none"
             raise ValueError(
-                f"{spec!r} is not a player: use a bot ({', '.join(BOTS)}), a graded bot "
+                f"{spec!r} is not a player: use a bot ({', '.join(BOT_NAMES)}), a graded bot "
                 f"{GRADED_PREFIX}P with P from 0 to 1, a shipped policy ({shipped}), an .onnx "
                 "file or a training run's folder"
             )
@@ -263,7 +265,7 @@ def make_player(spec: str | Any, name: str | None = None) -> BatchedPlayer:
     if not isinstance(spec, str | Path):
         return PolicyPlayer(name or repr(spec), spec)
     text = str(spec)
-    if text in BOTS or graded_p(text) is not None:
+    if text in BOT_NAMES or graded_p(text) is not None:
         return BotPlayer(text)
     from .policy import load_policy
 

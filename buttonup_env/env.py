@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from .bots import BOTS, Player
+from .bots import BOT_NAMES, Player, make_bot
 from .deprecation import moved_names
 from .encoding import SlotEncoding, legal_mask
 from .interface import (
@@ -43,8 +43,8 @@ def make_opponent(spec: str | Path | Player) -> Player:
     """A player from an opponent spec: ``"random"``, ``"greedy"``, ``"perfect"``, the name of a
     shipped policy (``"buttonup-ppo"``), a path to an exported policy, or any object with
     ``act(state)``."""
-    if isinstance(spec, str) and spec in BOTS:
-        return BOTS[spec]()
+    if isinstance(spec, str) and spec in BOT_NAMES:
+        return make_bot(spec)
     if isinstance(spec, str | Path):
         path = Path(spec)
         if spec in shipped_policies() or path.suffix in (".onnx", ".zip") or path.exists():
@@ -61,7 +61,7 @@ def make_opponent(spec: str | Path | Player) -> Player:
 
 
 def _opponent_choices() -> str:
-    names = ", ".join(repr(name) for name in (*BOTS, *shipped_policies()))
+    names = ", ".join(repr(name) for name in (*BOT_NAMES, *shipped_policies()))
     return f"one of {names}, a path to an exported .onnx policy, or an object with act(state)"
 
 

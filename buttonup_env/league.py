@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from .arena import PairResult, make_player, play_pairs, player_specs
-from .bots import BOTS, GRADED_PREFIX
+from .bots import BOT_NAMES, GRADED_PREFIX
 from .models import shipped_ratings
 from .rules import DEFAULT_TARGET, is_whole_number
 
@@ -107,7 +107,7 @@ def schedule(
         raise ValueError(f"a league needs at least two players, got {len(names)}")
     if kind == "round-robin" or (kind == "auto" and len(names) <= ROUND_ROBIN_MAX):
         return round_robin(len(names))
-    references = [i for i, n in enumerate(names) if n in BOTS or n.startswith(GRADED_PREFIX)]
+    references = [i for i, n in enumerate(names) if n in BOT_NAMES or n.startswith(GRADED_PREFIX)]
     return neighbour_schedule(len(names), neighbours, references)
 
 

@@ -37,7 +37,7 @@ from typing import TextIO
 
 import numpy as np
 
-from .bots import BOTS, PerfectBot, Player
+from .bots import BOT_NAMES, PerfectBot, Player
 from .cli import parse_arguments, silence_stdout, whole_number
 from .deprecation import moved_names
 from .env import make_opponent
@@ -267,12 +267,12 @@ def load_opponent(spec: str) -> tuple[Player, str]:
 
     Raises ``ValueError`` with one line when ``spec`` names no bot and no readable policy.
     """
-    spec = spec.lower() if spec.lower() in BOTS else spec
+    spec = spec.lower() if spec.lower() in BOT_NAMES else spec
     try:
         opponent = make_opponent(spec)
     except (ValueError, ImportError, OSError) as error:
         raise ValueError(" ".join(str(error).split())) from None
-    name = f"the {spec} bot" if spec in BOTS else f"the policy {spec}"
+    name = f"the {spec} bot" if spec in BOT_NAMES else f"the policy {spec}"
     return opponent, name
 
 

@@ -26,6 +26,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from .bots import BOT_NAMES
 from .encoding import ENCODINGS, MAX_LEGAL
 from .interface import (
     COLOR_CHOICES,
@@ -43,7 +44,6 @@ from .tables import RED, GameTables, game_tables
 
 ENCODING_SIZES = {name: encoding.size for name, encoding in ENCODINGS.items()}
 """Observation sizes of the encodings (see :mod:`buttonup_env.encoding`)."""
-BOT_NAMES = ("random", "greedy", "perfect")
 BACKENDS = ("numba", "numpy")
 """How a batch is stepped: compiled kernels (:mod:`buttonup_env.kernels`) or numpy."""
 

@@ -642,7 +642,7 @@ def check_resume_point(
     ``ButtonUpVectorEnv.get_state`` returns."""
     import torch as th
 
-    from buttonup_env.vector import BOT_NAMES
+    from buttonup_env.bots import BOT_NAMES
 
     f = Fields(path)
     keys = ("steps", "n_updates", "env", "episode_starts", "torch_rng", "numpy_rng", "python_rng")

@@ -59,19 +59,18 @@ from common import (
     safe_url,
 )
 
+from buttonup_env.bots import BOT_NAMES
 from buttonup_env.cli import run_cli
 from buttonup_env.league import DEFAULT_LADDER
 
-BOTS = ("random", "greedy", "perfect")
-
 FIGURES = {
     "regret_perfect": "regret against the perfect bot (round points per decision)",
-    **{f"win_rate_{bot}": f"win rate against the {bot} bot (%)" for bot in BOTS},
+    **{f"win_rate_{bot}": f"win rate against the {bot} bot (%)" for bot in BOT_NAMES},
     "exploitability": "exploitability (round points per round)",
 }
 """The figures of a many-seed report, in its order: key in a trial's ``final`` -> label."""
 
-PERCENT = {f"win_rate_{bot}" for bot in BOTS}
+PERCENT = {f"win_rate_{bot}" for bot in BOT_NAMES}
 """Figures stored as fractions and shown as percentages."""
 
 
@@ -226,7 +225,7 @@ def interval_estimates(
     return points, intervals
 
 
-CURVES = ("regret_perfect", *(f"win_rate_{bot}" for bot in BOTS))
+CURVES = ("regret_perfect", *(f"win_rate_{bot}" for bot in BOT_NAMES))
 """The figures of the learning curves (every periodic evaluation has them)."""
 
 

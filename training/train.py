@@ -64,7 +64,7 @@ from common import code_version, fail, plot_learning_curve, read_json
 from export import checkpoint_training, export_with_card
 
 from buttonup_env.arena import evaluate_many
-from buttonup_env.bots import BOTS
+from buttonup_env.bots import BOT_NAMES
 from buttonup_env.cli import run_cli
 from buttonup_env.export import export_onnx
 from buttonup_env.league import DEFAULT_LADDER, check_ladder, rate_against_ladder
@@ -558,8 +558,8 @@ class Periodic(BaseCallback):
             "steps": self.steps,
             "minutes": round(self.state.get("train_seconds", 0.0) / 60, 2),
         }
-        results = evaluate_many(player, list(BOTS), c.eval_matches, seed=PERIODIC_EVAL_SEED)
-        for name, result in zip(BOTS, results, strict=True):  # all the matches at once
+        results = evaluate_many(player, BOT_NAMES, c.eval_matches, seed=PERIODIC_EVAL_SEED)
+        for name, result in zip(BOT_NAMES, results, strict=True):  # all the matches at once
             row[f"win_rate_{name}"] = result.win_rate
             row[f"regret_{name}"] = result.mean_regret
             self.logger.record(f"eval/win_rate_{name}", result.win_rate)
@@ -581,7 +581,7 @@ class Periodic(BaseCallback):
         with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
         message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
-            f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
+            f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOT_NAMES
         )
         message += f"  Elo {row['elo']:.0f}" if "elo" in row else ""
         (self.bar.write if self.bar is not None else print)(message)

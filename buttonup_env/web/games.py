@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..bots import BOTS, Player, graded_name, graded_p, make_bot
+from ..bots import BOT_NAMES, Player, graded_name, graded_p, make_bot
 from ..match import Match
 from ..narration import (
     Move,
@@ -89,7 +89,7 @@ def _bot_key(spec: str) -> str | None:
     """The key of the bot or graded bot ``spec`` names (``perfect-0.50``: ``perfect-0.5``),
     None for a policy. Raises ``ValueError`` for ``perfect-`` and no probability."""
     name = spec.lower()
-    if name in BOTS:
+    if name in BOT_NAMES:
         return name
     p = graded_p(name)
     return None if p is None else graded_name(p)
@@ -105,7 +105,7 @@ def _taken(key: str, keys: set[str]) -> bool:
 
 
 def _bot_label(key: str, levels: tuple[str, ...]) -> str:
-    if key in BOTS:
+    if key in BOT_NAMES:
         return f"the {key} bot"
     percent = f"{100 * (graded_p(key) or 0.0):g}%"
     if key in levels:
