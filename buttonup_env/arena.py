@@ -519,10 +519,11 @@ def _records(
     return records
 
 
-MEASURED = "measured player"
+MEASURED = "learner"
 """The name under which :func:`play_matches` and :func:`evaluate_many` play the player they
 measure (unless it is a :class:`BatchedPlayer` already, which keeps its own): the matches then
-depend on the seed and the opponents, not on the measured player's name or file path."""
+depend on the seed and the opponents, not on the measured player's name or file path. (The
+name is training's: its periodic evaluation measures the learner.)"""
 
 
 def play_matches(

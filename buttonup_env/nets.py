@@ -19,6 +19,22 @@ from torch import nn
 from .encoding import MAX_LEGAL
 
 
+def fast_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX or AVX512-BF16,
+    read from Linux's ``/proc/cpuinfo``): there ``bfloat16=True`` makes training's updates
+    about 1.5 times as fast; elsewhere bfloat16 is emulated and slower. False where the flags
+    cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+    except OSError:
+        pass
+    return False
+
+
 def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
     layers: list[nn.Module] = []
     for a, b in itertools.pairwise(sizes):

@@ -406,45 +406,51 @@ def test_the_learning_rate_decays_only_when_asked(end: float | None, tmp_path: P
 def test_a_preset_fills_only_the_settings_left_unset(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    """A preset sets the budgets and the opponents; a flag given on the command line wins over
-    the preset, whichever side of --preset it is on."""
+    """A preset sets the budgets; a flag given on the command line wins over the preset,
+    whichever side of --preset it is on. Every preset trains by pure self-play."""
     train = training_script("train")
 
     def parsed(*args: str) -> Any:
         return train.resolve(train.parse_config(list(args)))
 
-    quick, full = parsed("--preset", "quick"), parsed()
-    assert (quick.minutes, quick.total_steps, quick.eval_every) == (4, 2_000_000, 250_000)
-    assert (full.minutes, full.total_steps, full.eval_every) == (55, 40_000_000, 1_000_000)
-    assert full.opponents == train.SELF_PLAY == parsed("--preset", "smoke").opponents
-    assert (full.opponents.perfect, full.opponents.snapshots) == (0, 1)  # pure self-play
-    assert quick.opponents == train.SOLVER_MIX and quick.opponents.perfect == 0.8
+    quick, full, smoke = parsed("--preset", "quick"), parsed(), parsed("--preset", "smoke")
+    assert (quick.minutes, quick.eval_every, quick.snapshot_every) == (4.5, 500_000, 250_000)
+    assert (full.minutes, full.eval_every, full.snapshot_every) == (14.5, 1_000_000, 500_000)
+    assert (smoke.minutes, smoke.total_steps) == (0, 4_096)
+    for config in (quick, full, smoke):
+        assert config.opponents == train.SELF_PLAY
+        assert (config.opponents.perfect, config.opponents.snapshots) == (0, 1)
     for args in (["--preset", "quick", "--minutes", "2"], ["--minutes", "2", "--preset", "quick"]):
         mine = parsed(*args)
-        assert (mine.minutes, mine.total_steps) == (2, 2_000_000)
-    for args in (
-        ["--preset", "quick", "--opponents.perfect", "0.5"],
-        ["--opponents.perfect", "0.5", "--preset=quick"],
-    ):
-        mine = parsed(*args)  # one weight changed, the rest of the quick preset's mix kept
-        assert mine.opponents == dataclasses.replace(train.SOLVER_MIX, perfect=0.5)
-    mine = parsed("--opponents.perfect", "0.5")
+        assert (mine.minutes, mine.total_steps) == (2, quick.total_steps)
+    mine = parsed("--preset", "quick", "--opponents.perfect", "0.5")
     assert mine.opponents == dataclasses.replace(train.SELF_PLAY, perfect=0.5)
 
 
-def test_help_shows_the_opponents_of_the_preset(
-    training_script: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+def test_bfloat16_left_unset_follows_the_cpu(
+    training_script: Callable[[str], ModuleType],
 ) -> None:
+    from buttonup_env.nets import fast_bfloat16
+
     train = training_script("train")
-    shown = {}
-    for preset in ("full", "quick"):
-        with pytest.raises(SystemExit) as stopped:
-            train.parse_config(["--preset", preset, "--help"])
-        assert stopped.value.code == 0
-        help_text = capsys.readouterr().out
-        after = help_text[help_text.index("--opponents.perfect") :]
-        shown[preset] = re.search(r"\(default: ([0-9.]+)\)", after)[1]  # type: ignore[index]
-    assert shown == {"full": "0.0", "quick": "0.8"}
+    assert train.resolve(train.parse_config([])).bfloat16 is fast_bfloat16()
+    assert train.resolve(train.parse_config(["--bfloat16"])).bfloat16 is True
+    assert train.resolve(train.parse_config(["--no-bfloat16"])).bfloat16 is False
+
+
+def test_a_run_saved_before_shared_layers_and_ratings_resumes_as_it_was_trained(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    """A config.json written before shared, bfloat16 and the ladder existed reads back with
+    the values that trained it (separate float32 layers, no rating), not today's defaults."""
+    train = training_script("train")
+    config = train.resolve(train.parse_config(["--preset", "smoke"]))
+    data = json.loads(json.dumps(train.config_to_json(config)))
+    for name in ("shared", "bfloat16", "ladder", "ladder_matches"):
+        del data[name]
+    config = train.config_from_json(data)
+    assert (config.shared, config.bfloat16, config.ladder_matches) == (False, False, 0)
+    assert train.config_from_json(json.loads(json.dumps(train.config_to_json(config)))) == config
 
 
 @pytest.mark.parametrize(
@@ -461,8 +467,7 @@ def test_a_bad_preset_gets_tyros_error_not_a_usage_of_one_flag(
     training_script: Callable[[str], ModuleType],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The preset is read before tyro parses the command line; a missing or unknown one is
-    left to tyro, whose error names it (not to a parser that knows only --preset)."""
+    """A missing or unknown preset gets tyro's error, which names it."""
     train = training_script("train")
     with pytest.raises(SystemExit) as stopped:
         train.parse_config(args)

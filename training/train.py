@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import json
 import math
 import os
@@ -68,7 +67,7 @@ from buttonup_env.bots import BOT_NAMES
 from buttonup_env.cli import run_cli
 from buttonup_env.export import export_onnx
 from buttonup_env.league import DEFAULT_LADDER, check_ladder, rate_against_ladder
-from buttonup_env.nets import RingPolicy
+from buttonup_env.nets import RingPolicy, fast_bfloat16
 from buttonup_env.policy import OnnxPolicy
 from buttonup_env.sb3 import SB3VecEnv
 from buttonup_env.selfplay import OpponentMix, OpponentPool
@@ -76,14 +75,15 @@ from buttonup_env.vector import ButtonUpVectorEnv
 from buttonup_env.wrappers import RingObservation
 
 SELF_PLAY = OpponentMix(snapshots=1.0, perfect=0.0, greedy=0.0, random=0.0, prioritized=2.0)
-"""The full and smoke presets' opponents: pure self-play. Only the learner's own snapshots
+"""The default opponents, of every preset: pure self-play. Only the learner's own snapshots
 play; half of the time the newest, otherwise an older one by prioritized fictitious self-play
 (weight (1 - the learner's recent score against it) ** 2)."""
 
 SOLVER_MIX = OpponentMix(snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, prioritized=0.0)
-"""The quick preset's opponents: the perfect bot in 80% of the episodes, snapshots in 10%, the
-greedy and random bots in 5% each. In a few minutes of training it teaches more than pure
-self-play does (README, "What we tried"); the solver still never enters the loss or reward."""
+"""A mix with the solver (the quick preset's opponents before pure self-play became fast
+enough): the perfect bot in 80% of the episodes, snapshots in 10%, the greedy and random bots
+in 5% each. Pass it weight by weight (``--opponents.perfect 0.8 ...``); the solver still never
+enters the loss or reward."""
 
 
 @dataclass
@@ -91,11 +91,11 @@ class TrainConfig:
     """Self-play MaskablePPO on ButtonUp-v0 (afterstates encoding, one round per episode)."""
 
     preset: Literal["full", "quick", "smoke"] = "full"
-    """full: the shipped agent's run; quick: a few minutes; smoke: seconds, for tests. A preset
-    sets total_steps, minutes, eval/snapshot/checkpoint intervals and eval sizes, and the
-    opponents (full and smoke: pure self-play; quick: mostly the perfect bot, which teaches
-    faster in a few minutes); any of those flags given on the command line (before or after
-    --preset) overrides the preset's value."""
+    """full: the shipped agent's run (15 minutes); quick: 5 minutes, the README's quick start;
+    smoke: seconds, for tests. A preset sets total_steps, minutes, the eval, snapshot and
+    checkpoint intervals and the eval sizes; any of those flags given on the command line
+    (before or after --preset) overrides the preset's value. Every preset trains by pure
+    self-play (see --opponents)."""
     total_steps: int | None = None
     """Environment steps (agent decisions) to train for (default: from the preset)."""
     minutes: float | None = None
@@ -114,7 +114,7 @@ class TrainConfig:
     encoding: Literal["afterstates", "ring"] = "afterstates"
     """What the policy sees (buttonup_env.encoding): afterstates (the ring after each legal
     move) or ring (the ring seen from each legal move)."""
-    n_envs: int = 64
+    n_envs: int = 256
     """Environments stepped together."""
     vec_env: Literal["batched", "dummy", "subproc"] = "batched"
     """batched: one ButtonUpVectorEnv stepping all envs with array operations
@@ -122,17 +122,19 @@ class TrainConfig:
     subproc: one process per ButtonUp-v0 env."""
     hidden: tuple[int, ...] = (128, 128)
     """Sizes of the per-view hidden layers of actor and critic."""
-    shared: bool = False
+    shared: bool = True
     """Actor and critic share their per-view hidden layers (half the arithmetic of separate
-    ones)."""
-    bfloat16: bool = False
-    """Multiply in bfloat16 in the network's per-view layers (see buttonup_env.nets.RingPolicy)."""
+    ones; --no-shared: separate layers, as the earlier recipe had)."""
+    bfloat16: bool = dataclasses.field(default_factory=fast_bfloat16)
+    """Multiply in bfloat16 in the network's per-view layers (see buttonup_env.nets.RingPolicy).
+    The default is True where the CPU does it in hardware (buttonup_env.nets.fast_bfloat16:
+    there updates run about 1.5 times as fast), False elsewhere (emulated, slower)."""
     learning_rate: float = 2e-3
     """Adam learning rate (at the start, if --learning-rate-end is given)."""
     learning_rate_end: float | None = None
     """If given, the learning rate decays linearly to this value over the run, as the entropy
     coefficient does (default: a constant learning rate)."""
-    n_steps: int = 64
+    n_steps: int = 16
     """Steps per env per rollout (rollout = n_envs * n_steps)."""
     batch_size: int = 1024
     """Minibatch size."""
@@ -160,8 +162,8 @@ class TrainConfig:
     the usual paths. Needs --vec-env batched."""
 
     opponents: OpponentMix = SELF_PLAY
-    """Who the learner plays (see buttonup_env.selfplay). On the command line the default is
-    the preset's mix (see --preset); a TrainConfig made in Python starts from pure self-play."""
+    """Who the learner plays (see buttonup_env.selfplay); by default pure self-play, the
+    learner's own snapshots only."""
     snapshot_every: int | None = None
     """Steps between snapshots of the learner added to the opponent pool."""
     eval_every: int | None = None
@@ -178,8 +180,9 @@ class TrainConfig:
     ladder_matches: int = 300
     """Matches against the ladder in each periodic evaluation, shared evenly among its players
     (0: no rating)."""
-    threads: int = 2
-    """torch threads."""
+    threads: int = 1
+    """torch threads (1: fastest on a shared 2-core machine, where a second thread waits on
+    the other processes more than it helps)."""
     progress: bool = True
     """Show a progress bar."""
 
@@ -189,21 +192,21 @@ PERIODIC_EVAL_SEED = 1000
 
 PRESETS: dict[str, dict[str, float]] = {
     "full": dict(
-        total_steps=40_000_000,
-        minutes=55,
+        total_steps=100_000_000,
+        minutes=14.5,
         snapshot_every=500_000,
         eval_every=1_000_000,
-        eval_matches=100,
+        eval_matches=200,
         checkpoint_every=1_000_000,
         final_eval_matches=1000,
     ),
     "quick": dict(
-        total_steps=2_000_000,
-        minutes=4,
+        total_steps=100_000_000,
+        minutes=4.5,
         snapshot_every=250_000,
-        eval_every=250_000,
-        eval_matches=50,
-        checkpoint_every=250_000,
+        eval_every=500_000,
+        eval_matches=200,
+        checkpoint_every=500_000,
         final_eval_matches=200,
     ),
     "smoke": dict(
@@ -218,25 +221,10 @@ PRESETS: dict[str, dict[str, float]] = {
 }
 
 
-PRESET_OPPONENTS: dict[str, OpponentMix] = {
-    "full": SELF_PLAY,
-    "quick": SOLVER_MIX,
-    "smoke": SELF_PLAY,
-}
-
-
 def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:
-    """train.py's command line as a TrainConfig (not yet resolved). The opponents' defaults
-    are those of the preset named in ``argv`` (``--opponents.NAME`` flags still override
-    them one by one), so the preset is read first."""
-    preset = "full"  # a missing or bad value: tyro says so below
-    for flag, value in itertools.pairwise([*argv, None]):
-        if flag == "--preset" and value in PRESET_OPPONENTS:
-            preset = value
-        elif flag.startswith("--preset=") and flag[len("--preset=") :] in PRESET_OPPONENTS:
-            preset = flag[len("--preset=") :]
-    default = TrainConfig(preset=preset, opponents=PRESET_OPPONENTS[preset])  # type: ignore[arg-type]
-    return tyro.cli(TrainConfig, args=argv, default=default, **tyro_kwargs)
+    """train.py's command line as a TrainConfig (not yet resolved: the preset fills the fields
+    left unset in resolve)."""
+    return tyro.cli(TrainConfig, args=argv, **tyro_kwargs)
 
 
 def resolve(config: TrainConfig) -> TrainConfig:
@@ -552,7 +540,7 @@ class Periodic(BaseCallback):
         c = self.config
         path = self.run_dir / "eval_policy.onnx"
         export_onnx(self.model.policy, path, {"steps": self.steps})
-        player = OnnxPolicy(path)
+        player = OnnxPolicy(path)  # evaluate_many plays it as arena.MEASURED, not by its path
         path.unlink()
         row: dict[str, Any] = {
             "steps": self.steps,
@@ -721,12 +709,21 @@ def config_to_json(config: TrainConfig) -> dict:
     return data
 
 
+SETTINGS_OLDER_RUNS_LACK = dict(
+    shared=False, bfloat16=False, ladder=list(DEFAULT_LADDER), ladder_matches=0
+)
+"""Settings added after some runs were made, with the value that trained a run whose
+config.json lacks them (separate float32 layers, no ladder rating), so --resume continues it."""
+
+
 def config_from_json(data: dict, path: Path | str = "config.json") -> TrainConfig:
     """A run's saved config (``path``, its ``config.json``), every setting checked: its type,
     and the rules :func:`resolve` checks for a new run. :class:`CheckpointError` names the file
     and the first bad setting."""
     fields = Fields(path)
     data = {k: v for k, v in data.items() if k not in ("command", "code_version")}
+    if isinstance(data, dict):
+        data = {**SETTINGS_OLDER_RUNS_LACK, **data}
     config = dataclass_from_json(TrainConfig, data, fields)
     if config.resume is not None:
         raise fields.error("resume", str(config.resume), "a run's saved config has null")
