@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import dataclasses
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -44,13 +43,11 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
-
-import train
-from train import SOLVER_MIX, TrainConfig, make_model, resolve, write_snapshot
-from train import make_vec_env as make_training_envs
-
 from buttonup_env.vector import ButtonUpVectorEnv
+from training import train
+from training.config import SOLVER_MIX, TrainConfig, resolve
+from training.train import make_model, write_snapshot
+from training.train import make_vec_env as make_training_envs
 
 PREVIOUS = dict(
     vec_env="dummy",

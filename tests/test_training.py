@@ -28,6 +28,7 @@ from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy
 from buttonup_env.rules import LAYOUTS, State
+from training.config import SELF_PLAY, SOLVER_MIX
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "training" / "train.py"
@@ -418,13 +419,13 @@ def test_a_preset_fills_only_the_settings_left_unset(
     assert (full.minutes, full.eval_every, full.snapshot_every) == (14.5, 1_000_000, 500_000)
     assert (smoke.minutes, smoke.total_steps) == (0, 4_096)
     for config in (quick, full, smoke):
-        assert config.opponents == train.SELF_PLAY
+        assert config.opponents == SELF_PLAY
         assert (config.opponents.perfect, config.opponents.snapshots) == (0, 1)
     for args in (["--preset", "quick", "--minutes", "2"], ["--minutes", "2", "--preset", "quick"]):
         mine = parsed(*args)
         assert (mine.minutes, mine.total_steps) == (2, quick.total_steps)
     mine = parsed("--preset", "quick", "--opponents.perfect", "0.5")
-    assert mine.opponents == dataclasses.replace(train.SELF_PLAY, perfect=0.5)
+    assert mine.opponents == dataclasses.replace(SELF_PLAY, perfect=0.5)
 
 
 def test_bfloat16_left_unset_follows_the_cpu(
@@ -491,7 +492,7 @@ def test_the_reward_is_the_round_margin_or_its_sign(
             n_envs=4,
             vec_env=vec_env,
             random_start=0.5 if vec_env == "batched" else 0.0,
-            opponents=train.SOLVER_MIX,
+            opponents=SOLVER_MIX,
         )
         venv = train.make_vec_env(dataclasses.replace(config, reward=reward), tmp_path, seed=3)
         rng = np.random.default_rng(0)

@@ -307,7 +307,7 @@ def existing_study(tmp_path: Path) -> list[str]:
     study = optuna.create_study(
         study_name="bad", storage=f"sqlite:///{tmp_path / 'runs' / 'optuna.db'}"
     )
-    tune = sys.modules["buttonup_tune"]
+    tune = sys.modules["training.tune"]
     config = tune.TuneConfig(study="bad", trials=2, steps=512, space=tmp_path / "space.toml")
     study.set_user_attr("tune", tune.new_settings(config, TINY_TRAIN))
     return args

@@ -35,7 +35,6 @@ import math
 import os
 import random
 import re
-import sys
 import types
 import typing
 import warnings
@@ -47,11 +46,8 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import tyro
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import fail
-
 from buttonup_env.cli import run_cli
+from training.common import fail
 
 FORMAT = "buttonup-env checkpoint 1"
 """The ``format`` written in every checkpoint's ``NAME.json``."""

@@ -28,18 +28,11 @@ converts it.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from checkpoints import CheckpointError, files, old_format, old_format_message, read_state
-from checkpoints import load_policy as load_checkpoint_policy
-from common import code_version, fail, read_eval_rows, read_json, write_card
 
 from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
 from buttonup_env.cli import run_cli
@@ -47,6 +40,9 @@ from buttonup_env.evaluation import EvaluationResult, evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.export import check_exportable, export_onnx
 from buttonup_env.policy import OnnxPolicy, load_sb3_model
+from training.checkpoints import CheckpointError, files, old_format, old_format_message, read_state
+from training.checkpoints import load_policy as load_checkpoint_policy
+from training.common import code_version, fail, read_eval_rows, read_json, write_card
 
 EVAL_SEED = 2026
 

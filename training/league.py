@@ -31,13 +31,10 @@ from typing import Literal
 import tyro
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import code_version
-
 from buttonup_env.arena import make_player, play_pairs, player_specs
 from buttonup_env.cli import run_cli
 from buttonup_env.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
+from training.common import code_version
 
 
 @dataclass

@@ -46,9 +46,10 @@ from typing import Any
 import numpy as np
 import tyro
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (
+from buttonup_env.bots import BOT_NAMES
+from buttonup_env.cli import run_cli
+from buttonup_env.league import DEFAULT_LADDER
+from training.common import (
     code_version,
     fail,
     final_figures,
@@ -58,10 +59,6 @@ from common import (
     read_json,
     safe_url,
 )
-
-from buttonup_env.bots import BOT_NAMES
-from buttonup_env.cli import run_cli
-from buttonup_env.league import DEFAULT_LADDER
 
 FIGURES = {
     "regret_perfect": "regret against the perfect bot (round points per decision)",
