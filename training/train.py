@@ -541,18 +541,12 @@ def train(
                     model.learn(
                         remaining, callback=callbacks, reset_num_timesteps=False, tb_log_name="ppo"
                     )
+            except BaseException:  # e.g. a second Ctrl-C, maybe mid-update
+                save_on_exit(model, run_dir, state, stop.requested, broken_off=True)
+                raise
+            else:
+                save_on_exit(model, run_dir, state, stop.requested, broken_off=False)
             finally:
-                point = state.get("resume")
-                if sys.exc_info()[0] is not None:  # e.g. a second Ctrl-C, maybe mid-update:
-                    state.pop("resume", None)  # a resume starts new episodes then
-                elif point is not None and point["n_updates"] != model._n_updates:
-                    state["resume"] = resume_point(model)  # after an update: a rollout's start
-                elif point is not None and stop.requested:
-                    # stopped within a rollout, whose steps reached no update: the checkpoint
-                    # (weights unchanged since) goes back to the rollout's start, where a
-                    # resumed run plays it again exactly
-                    model.num_timesteps = point["steps"]
-                save_checkpoint(model, run_dir, state)
                 venv.close()
             if stop.requested or not budget_spent(config, model.num_timesteps, state):
                 stopped(model, run_dir)
@@ -570,6 +564,29 @@ def train(
         if hasattr(model, "_logger"):  # (tune.py runs many trainings in one process)
             model.logger.close()
     return run_dir
+
+
+def save_on_exit(
+    model: MaskablePPO, run_dir: Path, state: dict, stop_requested: bool, broken_off: bool
+) -> None:
+    """The checkpoint written when ``model.learn`` ends, with the point a resumed run goes on
+    from (``state["resume"]``, kept by :class:`Periodic` at each rollout's start):
+
+    - learn broken off by an exception (a second Ctrl-C, maybe mid-update): no resume point,
+      a resumed run starts new episodes;
+    - an update since the last resume point: a new one, at the start of the next rollout;
+    - stopped (``stop_requested``) within a rollout whose steps reached no update: the step
+      count goes back to the rollout's start (the weights are unchanged since), where a
+      resumed run plays the rollout again exactly.
+    """
+    point = state.get("resume")
+    if broken_off:
+        state.pop("resume", None)
+    elif point is not None and point["n_updates"] != model._n_updates:
+        state["resume"] = resume_point(model)
+    elif point is not None and stop_requested:
+        model.num_timesteps = point["steps"]
+    save_checkpoint(model, run_dir, state)
 
 
 def draw_learning_curve(run_dir: Path) -> None:
