@@ -18,7 +18,7 @@ relative to the fixed players): lopsided where the results are.
 
 **During training.** :func:`rate_against_ladder` rates one policy against a fixed ladder of
 reference players whose ratings are held fixed, those of the shipped league
-(``buttonup_env/models/league.json``) for the default ladder (``training/train.py`` logs it at
+(``models/league.json``) for the default ladder (``training/train.py`` logs it at
 every periodic evaluation).
 
 Players by name: :func:`buttonup_env.arena.make_player`.
