@@ -141,6 +141,7 @@ class LeagueTable:
     covariance: np.ndarray = field(repr=False)
     """Covariance of the ratings in the order of :attr:`names` (zero for fixed players)."""
     names: list[str] = field(repr=False)
+    """The players, in the order of :attr:`covariance`."""
     pairs: list[PairResult] = field(repr=False)
 
     def elo(self, name: str) -> float:

@@ -1,6 +1,6 @@
 """What is said about a game, in words: moves, the start and end of rounds, hints.
 
-The terminal game (:mod:`buttonup_env.play`), the browser app (:mod:`buttonup_env.web`) and the
+The terminal game (:mod:`buttonup_env.play`), the browser app (``buttonup_env.web``) and the
 animations of recorded games (:mod:`buttonup_env.animate`) tell a game with these, so the three
 say the same things the same way. A move is told from the positions before and after it
 (:class:`Move`): the rules, in :mod:`buttonup_env.rules`, made them; nothing here plays the game

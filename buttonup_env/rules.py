@@ -28,7 +28,9 @@ Color = Literal["R", "B"]
 COLORS: tuple[Color, Color] = ("R", "B")
 BUTTONS = "RBW"
 NUM_SLOTS = 9
+"""Slots on the circle, numbered 0 to 8 clockwise."""
 MOVES_PER_ROUND = 8
+"""Moves in every round: each move leaves one stack fewer, from nine to one."""
 DEFAULT_TARGET = 15
 MAX_TARGET = 1000
 """The largest target a match may have. A round scores at most 18 points (and often none), so

@@ -505,7 +505,7 @@ def build_policy(
     encoding: str, hidden: tuple[int, ...], shared: bool = False, bfloat16: bool = False
 ) -> Any:
     """The network of a run whose config says ``encoding``, ``hidden``, ``shared`` and
-    ``bfloat16``, freshly made (a :class:`~buttonup_env.nets.RingPolicy` with its Adam
+    ``bfloat16``, freshly made (a ``buttonup_env.nets.RingPolicy`` with its Adam
     optimiser, as ``MaskablePPO`` makes it for training/train.py)."""
     from gymnasium import spaces
 
@@ -632,7 +632,7 @@ def check_resume_point(
     path: Path, point: dict[str, Any], batch: Any, steps: int, n_updates: int
 ) -> None:
     """Check every field of a saved resume point (``resume`` in ``latest.json``, at ``path``)
-    against ``batch`` (the run's freshly made :class:`~buttonup_env.vector.ButtonUpVectorEnv`)
+    against ``batch`` (the run's freshly made ``buttonup_env.vector.ButtonUpVectorEnv``)
     and the checkpoint's ``steps`` and ``n_updates``; :class:`CheckpointError` naming the
     first bad field. What it checks is what ``training/train.py``'s ``resume_point`` writes and
     ``ButtonUpVectorEnv.get_state`` returns."""

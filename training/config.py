@@ -266,8 +266,8 @@ config.json lacks them (separate float32 layers, no ladder rating), so --resume 
 
 def config_from_json(data: dict, path: Path | str = "config.json") -> TrainConfig:
     """A run's saved config (``path``, its ``config.json``), every setting checked: its type,
-    and the rules :func:`resolve` checks for a new run. :class:`CheckpointError` names the file
-    and the first bad setting."""
+    and the rules :func:`resolve` checks for a new run. ``CheckpointError``
+    (training.checkpoints) names the file and the first bad setting."""
     fields = Fields(path)
     data = {k: v for k, v in data.items() if k not in ("command", "code_version")}
     if isinstance(data, dict):
