@@ -37,7 +37,7 @@ from ..records import InvalidRecord, read_records, replay_match, replay_round
 from ..render import COLOR_NAMES
 from ..rules import COLORS, DEFAULT_TARGET, Color, State, is_whole_number, parse_board
 from ..solver import move_values
-from .models import (
+from .schemas import (
     HUMAN,
     Drop,
     Event,
