@@ -18,8 +18,8 @@ import torch as th
 from sb3_contrib import MaskablePPO
 
 from buttonup_env.bots import BOT_NAMES, GreedyBot, PerfectBot, RandomBot
-from buttonup_env.export import export_onnx
 from buttonup_env.nets import RingPolicy
+from buttonup_env.onnx_writer import export_onnx
 from buttonup_env.policy import OnnxPolicy
 from buttonup_env.rules import LAYOUTS, State
 from buttonup_env.selfplay import OpponentMix, OpponentPool

@@ -38,7 +38,7 @@ from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
 from buttonup_env.cli import run_cli
 from buttonup_env.evaluation import EvaluationResult, evaluate
 from buttonup_env.exploit import exploitability
-from buttonup_env.export import check_exportable, export_onnx
+from buttonup_env.onnx_writer import check_exportable, export_onnx
 from buttonup_env.policy import OnnxPolicy, load_sb3_model
 from training.checkpoints import CheckpointError, files, old_format, old_format_message, read_state
 from training.checkpoints import load_policy as load_checkpoint_policy

@@ -45,9 +45,9 @@ from tqdm import tqdm
 from buttonup_env.arena import evaluate_many
 from buttonup_env.bots import BOT_NAMES
 from buttonup_env.cli import run_cli
-from buttonup_env.export import export_onnx
 from buttonup_env.league import rate_against_ladder
 from buttonup_env.nets import RingPolicy
+from buttonup_env.onnx_writer import export_onnx
 from buttonup_env.policy import OnnxPolicy
 from buttonup_env.sb3 import SB3VecEnv
 from buttonup_env.selfplay import OpponentMix, OpponentPool
