@@ -72,8 +72,19 @@ def _draw(slots: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np
     return slots[np.arange(len(counts)), k].astype(np.int64)
 
 
-class _Bot:
-    """A built-in bot for a batch: its candidate moves come from a table, ties at random."""
+class BatchedBot:
+    """A built-in bot as a batched env's opponent: its candidate moves come from a table, ties
+    broken at random with its own generator (which the env seeds).
+
+    The batched env's opponents take arrays and return slots, as
+    :class:`~buttonup_env.arena.BatchedPlayer` does: :meth:`choose` gets the board numbers
+    (of :func:`~buttonup_env.tables.game_tables`), the colour to move there (0 Red, 1 Black)
+    and, for a player with an :attr:`encoding`, the observations in it. Unlike the arena's
+    players they draw their own random numbers: the env seeds their generators at reset.
+    """
+
+    encoding: str | None = None
+    """A bot reads the board numbers only: it needs no observations."""
 
     def __init__(self, name: str, tables: GameTables) -> None:
         self.name = name
@@ -85,36 +96,44 @@ class _Bot:
             slots, counts = getattr(tables, f"{name}_choices")
             self.slots, self.counts = slots.reshape(-1, MAX_LEGAL), counts.reshape(-1)
 
-    def act(self, env: ButtonUpVectorEnv, idx: np.ndarray, mover: np.ndarray) -> np.ndarray:
-        rows = env._board[idx]
-        if self.name != "random":
-            rows = 2 * rows + mover
+    def choose(
+        self, boards: np.ndarray, mover: np.ndarray, observations: np.ndarray | None = None
+    ) -> np.ndarray:
+        """A legal slot on each of ``boards`` for the colour ``mover``."""
+        rows = boards if self.name == "random" else 2 * boards + mover
         return _draw(self.slots[rows], self.counts[rows], self.rng)
 
     def __repr__(self) -> str:
         return f"{self.name} bot"
 
 
-class _Policy:
-    """An exported ONNX policy for a batch: one inference call for all the games it plays."""
+class BatchedPolicy:
+    """An exported ONNX policy as a batched env's opponent: one inference call for all the
+    games it plays (see :class:`BatchedBot` for what :meth:`choose` gets)."""
 
-    def __init__(self, policy: Any) -> None:
+    def __init__(self, policy: Any, tables: GameTables) -> None:
         self.policy = policy
-        self.encoding = policy.encoding.name
+        self.tables = tables
+        self.encoding: str = policy.encoding.name
+        """The encoding of the observations :meth:`choose` needs."""
         self.rng = np.random.default_rng()
 
-    def act(self, env: ButtonUpVectorEnv, idx: np.ndarray, mover: np.ndarray) -> np.ndarray:
-        boards = env._board[idx]
-        obs = env.encode(self.encoding, idx, mover)
-        logits = self.policy.logits(obs).astype(np.float64)
-        mask = env._mask(self.encoding, boards)
-        logits = np.where(mask, logits, -np.inf)
+    def choose(
+        self, boards: np.ndarray, mover: np.ndarray, observations: np.ndarray | None = None
+    ) -> np.ndarray:
+        """A legal slot on each of ``boards``, from the policy's logits on ``observations``
+        (the games' observations in :attr:`encoding`, from the side of ``mover``)."""
+        if observations is None:
+            raise ValueError(f"a policy chooses from observations in {self.encoding!r}")
+        logits = self.policy.logits(observations).astype(np.float64)
+        legal = self.tables.legal_int8 if self.encoding == "slots" else self.tables.legal_views_int8
+        logits = np.where(legal[boards].view(bool), logits, -np.inf)
         if not self.policy.deterministic:  # sample from the softmax (Gumbel-max)
             logits = logits + self.rng.gumbel(size=logits.shape)
         action = logits.argmax(axis=1)
         if self.encoding == "slots":
             return action
-        return env.tables.legal_slots[boards, action].astype(np.int64)
+        return self.tables.legal_slots[boards, action].astype(np.int64)
 
     def __repr__(self) -> str:
         return repr(self.policy)
@@ -300,7 +319,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.single_observation_space = spaces.Box(0.0, 1.0, (size,), np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
 
-        self._bots = {name: _Bot(name, self.tables) for name in BOT_NAMES}
+        self._bots = {name: BatchedBot(name, self.tables) for name in BOT_NAMES}
         self.pool = None
         self._players: list[Any] = []
         self._set_opponent(opponent)
@@ -352,7 +371,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 f"{', '.join(map(repr, BOT_NAMES))}, a path to an exported .onnx policy, a policy "
                 "from load_policy, or an OpponentPool"
             )
-        self._players = [_Policy(policy)]
+        self._players = [BatchedPolicy(policy, self.tables)]
 
     def _draw_opponents(self, idx: np.ndarray) -> None:
         """Choose the opponent of every env in ``idx`` for its new episode."""
@@ -385,7 +404,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _snapshot_player(self, path: Path) -> int:
         index = self._snapshot_ids.get(path)
         if index is None:
-            player = _Policy(self.pool.snapshot_policy(path))  # type: ignore[union-attr]
+            player = BatchedPolicy(self.pool.snapshot_policy(path), self.tables)  # type: ignore[union-attr]
             player.rng = self._policy_rng
             index = self._snapshot_ids[path] = len(self._players)
             self._players.append(player)
@@ -402,7 +421,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._bots[name].rng = np.random.default_rng(child)
         self._policy_rng = np.random.default_rng(policies)
         for player in self._players:
-            if isinstance(player, _Policy):
+            if isinstance(player, BatchedPolicy):
                 player.rng = self._policy_rng
 
     # --- observations ------------------------------------------------------------------------
@@ -546,6 +565,13 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._to_move[going] = starter
             self._board[going] = self._rng.integers(len(LAYOUTS), size=len(going))
 
+    def _choices(
+        self, player: BatchedBot | BatchedPolicy, idx: np.ndarray, mover: np.ndarray
+    ) -> np.ndarray:
+        """``player``'s slots in the envs ``idx``, where ``mover`` is to move."""
+        obs = None if player.encoding is None else self.encode(player.encoding, idx, mover)
+        return player.choose(self._board[idx], mover, obs)
+
     def _play_opponents(self, out: dict[str, np.ndarray]) -> None:
         """Let the opponents move until every live env waits for its agent."""
         for _ in range(10 * NUM_SLOTS):  # far more than any chain of opponent moves
@@ -556,12 +582,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             boards = self._board[pending]
             mover = self._to_move[pending]
             if len(self._players) == 1:
-                slots[:] = self._players[0].act(self, pending, mover)
+                slots[:] = self._choices(self._players[0], pending, mover)
             else:
                 which = self._opponent[pending]
                 for k in np.unique(which):
                     sel = which == k
-                    slots[sel] = self._players[k].act(self, pending[sel], mover[sel])
+                    slots[sel] = self._choices(self._players[k], pending[sel], mover[sel])
             if not self.tables.legal[boards, slots].all():  # a broken policy file, say
                 bad = np.flatnonzero(~self.tables.legal[boards, slots])[0]
                 player = self._players[self._opponent[pending[bad]]]
@@ -642,7 +668,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         players = tuple(self._players)
         if players != self._bot_players:
             self._player_bot = np.array(
-                [BOT_NAMES.index(p.name) if isinstance(p, _Bot) else -1 for p in players],
+                [BOT_NAMES.index(p.name) if isinstance(p, BatchedBot) else -1 for p in players],
                 dtype=np.int64,
             )
             self._bot_players = players
@@ -797,7 +823,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         which = self._opponent[pending]
         for k in np.unique(which):
             sel = which == k
-            slots[sel] = self._players[k].act(self, pending[sel], mover[sel])
+            slots[sel] = self._choices(self._players[k], pending[sel], mover[sel])
         boards = self._board[pending]
         legal = (slots >= 0) & (slots < NUM_SLOTS)
         legal[legal] = self.tables.legal[boards[legal], slots[legal]]
@@ -974,7 +1000,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """
         if not self._reset_called:
             raise RuntimeError("call reset() before get_state()")
-        players = [p for p in self._players if isinstance(p, _Policy)]
+        players = [p for p in self._players if isinstance(p, BatchedPolicy)]
         return {
             "num_envs": self.num_envs,
             "arrays": {name: getattr(self, name).tolist() for name in self._ARRAYS},
@@ -1011,7 +1037,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                         f"{self.pool.snapshot_dir}"
                     )
                 self._snapshot_player(path)
-        policies = sum(isinstance(p, _Policy) for p in self._players)
+        policies = sum(isinstance(p, BatchedPolicy) for p in self._players)
         if policies != state["policies"]:
             raise ValueError(
                 f"the saved state has {state['policies']} policy opponents; this batch has "
