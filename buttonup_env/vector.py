@@ -27,7 +27,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from .bots import BOT_NAMES
-from .encoding import ENCODINGS, MAX_LEGAL
+from .encoding import ENCODINGS, MAX_LEGAL, RingEncoding, SlotEncoding
 from .interface import (
     COLOR_CHOICES,
     EPISODES,
@@ -41,6 +41,9 @@ from .interface import (
 from .models import shipped_policies
 from .rules import COLORS, DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
 from .tables import RED, GameTables, game_tables
+
+Encoding = SlotEncoding | RingEncoding
+"""An observation encoding of :mod:`buttonup_env.encoding`."""
 
 ENCODING_SIZES = {name: encoding.size for name, encoding in ENCODINGS.items()}
 """Observation sizes of the encodings (see :mod:`buttonup_env.encoding`)."""
@@ -83,7 +86,7 @@ class BatchedBot:
     players they draw their own random numbers: the env seeds their generators at reset.
     """
 
-    encoding: str | None = None
+    encoding: Encoding | None = None
     """A bot reads the board numbers only: it needs no observations."""
 
     def __init__(self, name: str, tables: GameTables) -> None:
@@ -114,8 +117,9 @@ class BatchedPolicy:
     def __init__(self, policy: Any, tables: GameTables) -> None:
         self.policy = policy
         self.tables = tables
-        self.encoding: str = policy.encoding.name
-        """The encoding of the observations :meth:`choose` needs."""
+        self.encoding: Encoding = policy.encoding
+        """The encoding of the observations :meth:`choose` needs (an object of
+        :mod:`buttonup_env.encoding`, as ``ButtonUpEnv.encoding`` is)."""
         self.rng = np.random.default_rng()
 
     def choose(
@@ -124,14 +128,18 @@ class BatchedPolicy:
         """A legal slot on each of ``boards``, from the policy's logits on ``observations``
         (the games' observations in :attr:`encoding`, from the side of ``mover``)."""
         if observations is None:
-            raise ValueError(f"a policy chooses from observations in {self.encoding!r}")
+            raise ValueError(f"a policy chooses from observations in {self.encoding.name!r}")
         logits = self.policy.logits(observations).astype(np.float64)
-        legal = self.tables.legal_int8 if self.encoding == "slots" else self.tables.legal_views_int8
+        legal = (
+            self.tables.legal_int8
+            if self.encoding.name == "slots"
+            else self.tables.legal_views_int8
+        )
         logits = np.where(legal[boards].view(bool), logits, -np.inf)
         if not self.policy.deterministic:  # sample from the softmax (Gumbel-max)
             logits = logits + self.rng.gumbel(size=logits.shape)
         action = logits.argmax(axis=1)
-        if self.encoding == "slots":
+        if self.encoding.name == "slots":
             return action
         return self.tables.legal_slots[boards, action].astype(np.int64)
 
@@ -216,7 +224,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       episode, for each env).
     * ``agent_color``, ``target``, ``reward``, ``episode``, ``illegal_action``: as ButtonUp-v0.
     * ``encoding``: ``"slots"`` (default, ButtonUp-v0's observation), ``"ring"`` or
-      ``"afterstates"``.
+      ``"afterstates"``, or one of those encodings of :mod:`buttonup_env.encoding` (such as
+      another env's :attr:`encoding`). The attribute ``encoding`` is the encoding itself, an
+      object with ``name`` and ``size``, as ``ButtonUpEnv.encoding`` and a policy's are.
     * ``random_start`` (default 0, for training; needs ``episode="round"`` and
       ``agent_color=None``): the probability that a round starts after 1 to
       ``random_start_moves`` (default 6) uniformly random moves, played by whoever is to move,
@@ -253,7 +263,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         reward: str = "match",
         episode: str = "match",
         illegal_action: str = "end",
-        encoding: str = "slots",
+        encoding: str | Encoding = "slots",
         render_mode: str | None = None,
         random_start: float = 0.0,
         random_start_moves: int = 6,
@@ -280,6 +290,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         check_choice("reward", reward, REWARDS)
         check_choice("episode", episode, EPISODES)
         check_choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
+        encoding = getattr(encoding, "name", encoding)  # an encoding, or its name
         check_choice("encoding", encoding, tuple(ENCODING_SIZES))
         check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         check_choice("backend", backend, BACKENDS)
@@ -306,7 +317,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.reward_mode = reward
         self.episode = episode
         self.illegal_action = illegal_action
-        self.encoding = encoding
+        self.encoding: Encoding = ENCODINGS[encoding]
+        """The observations' encoding (an object of :mod:`buttonup_env.encoding`, as
+        ``ButtonUpEnv.encoding`` is; the argument is its name)."""
         self.render_mode = render_mode
         self.random_start = float(random_start)
         self.random_start_moves = int(random_start_moves)
@@ -458,7 +471,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
 
     def _observe(self, idx: np.ndarray | slice) -> np.ndarray:
         """The agents' observations of the envs ``idx``."""
-        return self.encode(self.encoding, idx, self._agent[idx])
+        return self.encode(self.encoding.name, idx, self._agent[idx])
 
     def _mask(self, encoding: str, boards: np.ndarray) -> np.ndarray:
         """Boolean masks of the legal actions on ``boards`` in ``encoding``."""
@@ -479,7 +492,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Boolean masks of the legal actions, (num_envs, 9) or (num_envs, 3)."""
         if not self._reset_called:
             raise RuntimeError("call reset() before action_masks()")
-        return self._mask(self.encoding, self._board)
+        return self._mask(self.encoding.name, self._board)
 
     # --- the game ----------------------------------------------------------------------------
     def _start_episodes(self, idx: np.ndarray) -> None:
@@ -569,7 +582,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self, player: BatchedBot | BatchedPolicy, idx: np.ndarray, mover: np.ndarray
     ) -> np.ndarray:
         """``player``'s slots in the envs ``idx``, where ``mover`` is to move."""
-        obs = None if player.encoding is None else self.encode(player.encoding, idx, mover)
+        obs = None if player.encoding is None else self.encode(player.encoding.name, idx, mover)
         return player.choose(self._board[idx], mover, obs)
 
     def _play_opponents(self, out: dict[str, np.ndarray]) -> None:
@@ -608,7 +621,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
 
     def _info(self, out: dict[str, np.ndarray], mask: np.ndarray | None = None) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "action_mask": self._mask_int8(self.encoding, self._board) if mask is None else mask,
+            "action_mask": self._mask_int8(self.encoding.name, self._board)
+            if mask is None
+            else mask,
             "agent_color": _COLOR_NAMES[self._agent],
         }
         if out["_round_points"].any():
@@ -711,9 +726,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _observation_and_mask(self) -> tuple[np.ndarray, np.ndarray]:
         """The agents' observations and their int8 masks (in one pass with the kernels)."""
         if self._kernels is None:
-            return self._observe(slice(None)), self._mask_int8(self.encoding, self._board)
+            return self._observe(slice(None)), self._mask_int8(self.encoding.name, self._board)
         obs = np.empty((self.num_envs, *self.single_observation_space.shape), np.float32)
-        return obs, self._compiled_encode(self.encoding, self._rows, self._agent, obs, False)
+        return obs, self._compiled_encode(self.encoding.name, self._rows, self._agent, obs, False)
 
     def _compiled_start(self, idx: np.ndarray) -> None:
         """New episodes in the envs ``idx`` (as :meth:`_start_episodes`); they are the
@@ -846,7 +861,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         raise_illegal = self.illegal_action == "raise"
         bad, count = self._kernels.agent_moves(
             actions,
-            self.encoding == "slots",
+            self.encoding.name == "slots",
             self._board,
             self._records,
             raise_illegal,
@@ -866,7 +881,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         ended = np.flatnonzero(terminated)
         if len(ended):
             final_obs = np.zeros((n, *self.single_observation_space.shape), np.float32)
-            self._compiled_encode(self.encoding, ended, self._agent[ended], final_obs, True)
+            self._compiled_encode(self.encoding.name, ended, self._agent[ended], final_obs, True)
             info_extra["final_obs"] = final_obs
             info_extra["_final_obs"] = terminated
             self._compiled_start(ended)
@@ -925,7 +940,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             return self._compiled_step(actions)
         t = self.tables
         board = self._board
-        if self.encoding == "slots":
+        if self.encoding.name == "slots":
             slots = actions
         else:
             slots = t.legal_slots[board, actions].astype(np.int64)
@@ -960,7 +975,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _illegal(self, env: int, actions: np.ndarray) -> str:
         state = self._state(env)
         legal = state.legal_moves()
-        if self.encoding == "slots":
+        if self.encoding.name == "slots":
             return state.why_illegal(int(actions[env]))
         return (
             f"action {int(actions[env])} has no legal move behind it; the actions are the legal "
