@@ -198,6 +198,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         """
         self._next_opponent = make_opponent(opponent)
 
+    @property
+    def episode_over(self) -> bool:
+        """True from the step that ends the episode to the next reset."""
+        return self._done
+
     def action_masks(self) -> np.ndarray:
         """Boolean mask of the legal slots (all True once the episode is over)."""
         return self._mask(bool)

@@ -999,7 +999,14 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         )
 
     # --- saving and restoring ------------------------------------------------------------------
-    _ARRAYS = ("_board", "_to_move", "_agent", "_starter", "_score", "_opponent", "_done")
+    STATE_ARRAYS = ("_board", "_to_move", "_agent", "_starter", "_score", "_opponent", "_done")
+    """The arrays :meth:`get_state` saves by these names, under ``"arrays"``."""
+
+    @property
+    def num_opponents(self) -> int:
+        """The opponents the batch holds (the bots, then the policies or snapshots that have
+        played): the numbers in the ``_opponent`` array run from 0 to this, excluded."""
+        return len(self._players)
 
     def get_state(self) -> dict[str, Any]:
         """Everything the batch needs to go on exactly from here, as plain JSON-ready data.
@@ -1018,7 +1025,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         players = [p for p in self._players if isinstance(p, BatchedPolicy)]
         return {
             "num_envs": self.num_envs,
-            "arrays": {name: getattr(self, name).tolist() for name in self._ARRAYS},
+            "arrays": {name: getattr(self, name).tolist() for name in self.STATE_ARRAYS},
             "options": dict(self._options),
             "seed": self._np_random_seed,
             "rng": self._rng.bit_generator.state,
@@ -1058,7 +1065,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 f"the saved state has {state['policies']} policy opponents; this batch has "
                 f"{policies}"
             )
-        for name in self._ARRAYS:
+        for name in self.STATE_ARRAYS:
             array = getattr(self, name)
             array[...] = np.asarray(state["arrays"][name], dtype=array.dtype)
         self._options = dict(state["options"])

@@ -718,8 +718,8 @@ def check_resume_point(
             f.number(number, f"resume.env.results[{key!r}][{j}]")
     f.whole(env["policies"], "resume.env.policies")
 
-    arrays = f.mapping(env["arrays"], "resume.env.arrays", batch._ARRAYS)
-    opponents = len(BOT_NAMES) + len(snapshots) if batch.pool is not None else len(batch._players)
+    arrays = f.mapping(env["arrays"], "resume.env.arrays", batch.STATE_ARRAYS)
+    opponents = len(BOT_NAMES) + len(snapshots) if batch.pool is not None else batch.num_opponents
     boards = len(batch.tables.boards)
     target = batch.target
     ranges = {
@@ -730,7 +730,7 @@ def check_resume_point(
         "_score": (0, target + 18, "a score"),
         "_opponent": (0, opponents - 1, "an opponent's number"),
     }
-    for key in batch._ARRAYS:
+    for key in batch.STATE_ARRAYS:
         shape = getattr(batch, key).shape
         field = f"resume.env.arrays.{key}"
         rows = f.items(arrays[key], field, shape[0])
