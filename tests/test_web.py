@@ -580,14 +580,14 @@ def test_graded_bots_are_offered_as_levels_with_their_ratings(records: list[Any]
     assert labels["perfect-0.3"] == "the perfect bot with 30% random moves"
     assert labels["perfect-0.5"] == "level 1 of 2: perfect, 50% random moves"
     assert labels["perfect-0.1"] == "level 2 of 2: perfect, 10% random moves"
-    options = TestClient(create_app(players, records)).get("/api/options").json()
+    options = TestClient(create_app(players, records), base_url=LOCAL).get("/api/options").json()
     elo = {p["key"]: p["elo"] for p in options["players"]}
     assert elo == {"perfect-0.3": None, "greedy": None, "random": 0.0, "perfect-0.5": 330.4,
                    "perfect-0.1": None, "perfect": 1100.0}  # fmt: skip
 
 
 def test_a_level_plays_as_its_graded_bot(records: list[Any]) -> None:
-    client = TestClient(create_app(offer([], levels=["perfect-0.25"]), records))
+    client = TestClient(create_app(offer([], levels=["perfect-0.25"]), records), base_url=LOCAL)
     view = new_game(client, red="perfect-0.25", black="perfect", target=3, seed=4)
     assert view["players"]["R"]["label"] == "level 1 of 1: perfect, 25% random moves"
     state = view["state"]
