@@ -166,11 +166,12 @@ def test_a_match_against_the_random_bot_played_by_clicking(
             rounds += 1
             browser.find_element(By.ID, "next-round").click()
             continue
+        # the hints redraw the board when they arrive: read the slots after them
+        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#board .hint"), "hints")
         legal = browser.find_elements(By.CSS_SELECTOR, "#board .slot.clickable")
         assert legal, "a person's turn shows the stacks that may be lifted"
         for slot in legal:
             assert "can be lifted" in (slot.get_attribute("aria-label") or "")
-        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#board .hint"), "hints")
         assert text(browser, "hint-text").startswith("hint: slot")
         if not shot_taken and moves >= 2:
             browser.save_screenshot(str(screenshot))
