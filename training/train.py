@@ -4,6 +4,9 @@
     python training/train.py --preset quick    # a few minutes: a first agent to look at
     python training/train.py --resume runs/NAME
 
+What runs of it gave, each with its command, is in the results log, docs/experiments.md; the
+settings and presets are training/config.py's (``TrainConfig``, ``PRESETS``).
+
 Every run writes to its own folder ``runs/NAME``: ``config.json``, TensorBoard logs (``tb/``),
 checkpoints (``checkpoints/latest.pt`` and ``latest.json``, every ``checkpoint_every`` steps
 and on Ctrl-C: tensors and JSON, read back without unpickling anything, see checkpoints.py),
