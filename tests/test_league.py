@@ -477,6 +477,28 @@ def test_the_league_command_refuses_bad_input_in_one_line(
     assert err.count("\n") == 1 and fragment in err and "Traceback" not in err, err
 
 
+def test_one_run_folder_is_a_league_of_its_snapshots(
+    cli: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """docs/league.md's lineage league: --players RUN alone rates its snapshots; the first
+    is fixed at 0 (no bot in it)."""
+    run = tmp_path / "myrun"
+    (run / "snapshots").mkdir(parents=True)
+    for steps in (0, 250):
+        shutil.copy(
+            shipped_policy_path("buttonup-ppo"), run / "snapshots" / f"step_{steps:09d}.onnx"
+        )
+    out = tmp_path / "lineage.json"
+    assert cli.main(["--players", str(run), "--schedule", "neighbours", "--matches", "4",
+                     "--json", str(out), "--no-progress"]) == 0  # fmt: skip
+    data = json.loads(out.read_text())
+    assert set(data["ratings"]) == {"myrun/step_000000000", "myrun/step_000000250"}
+    assert data["fixed"] == {"myrun/step_000000000": 0.0}
+    (run / "snapshots" / "step_000000250.onnx").unlink()
+    assert cli.main(["--players", str(run), "--no-progress"]) == 2
+    assert "at least two players" in capsys.readouterr().err
+
+
 def test_a_malformed_flag_exits_with_status_2(cli: ModuleType) -> None:
     with pytest.raises(SystemExit) as stopped:
         cli.main(["--players", "random", "greedy", "--matches", "many"])

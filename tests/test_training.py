@@ -1347,3 +1347,23 @@ def test_the_card_says_which_targets_are_met_and_by_how_much(
     assert any("what_was_tried" in row for row in rows)
     only_random = module.targets({"random": ("cmd", strong)})  # no exploitability measured
     assert [row["met"] for row in only_random] == [True, True]  # nothing missed to explain
+
+
+def test_the_docs_own_training_script_trains_exports_and_plays(tmp_path: Path) -> None:
+    """docs/training.md's "your own training script", as written but for a shorter budget,
+    trains on the batched env, and its .zip exports to an .onnx that plays legal moves."""
+    page = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    section = page[page.index("### A model from your own training script") :]
+    script = re.search(r"```python\n(.*?)```", section, re.S)[1]  # type: ignore[index]
+    assert "total_timesteps=200_000" in script and "torch.set_num_threads(1)" in script
+    (tmp_path / "my_train.py").write_text(script.replace("200_000", "2_048"), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "my_train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run(EXPORT, tmp_path / "my_ppo.zip", "--trusted", "--random-matches", "4",
+               "--greedy-matches", "4", "--perfect-matches", "4")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    policy = load_policy(tmp_path / "my_ppo.onnx")
+    state = State.from_notation("B W W B B R W R R", to_move="R")
+    assert policy.act(state) in state.legal_moves()

@@ -68,10 +68,10 @@ class LeagueArgs:
 
 def check(args: LeagueArgs) -> None:
     """``ValueError`` with one sentence for a bad argument."""
-    if len(args.players) < 2:
-        raise ValueError(
+    if len(args.players) < 2 and not (args.players and Path(args.players[0]).is_dir()):
+        raise ValueError(  # one run folder is enough: its snapshots are the players
             f"--players needs at least two players, got {len(args.players)}; e.g. --players "
-            "random greedy perfect"
+            "random greedy perfect, or a training run's folder"
         )
     for option, value, low in (
         ("--matches", args.matches, 1),
