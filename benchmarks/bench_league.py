@@ -21,16 +21,10 @@ import argparse
 import statistics
 import time
 
-from buttonup_env.bots import BOTS, make_bot
+from buttonup_env.arena import make_player, play_pairs
+from buttonup_env.bots import BOT_NAMES, make_bot
 from buttonup_env.evaluation import evaluate
-from buttonup_env.league import (
-    fit_ratings,
-    ladder_ratings,
-    make_player,
-    play_pairs,
-    rate_against_ladder,
-    round_robin,
-)
+from buttonup_env.league import fit_ratings, ladder_ratings, rate_against_ladder, round_robin
 from buttonup_env.policy import load_policy
 from buttonup_env.tables import game_tables
 
@@ -89,8 +83,8 @@ def main() -> None:
     rating = median_time(lambda: rate_against_ladder(policy, matches=300, seed=1000), args.repeats)
 
     def periodic() -> None:
-        for name in BOTS:
-            evaluate(policy, BOTS[name](), 50, seed=1000)
+        for name in BOT_NAMES:
+            evaluate(policy, make_bot(name), 50, seed=1000)
 
     evaluation = median_time(periodic, args.repeats)
 

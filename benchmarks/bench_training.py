@@ -1,4 +1,4 @@
-"""Training throughput: the default training setup, the previous one, and SB3 PPO on CartPole.
+"""Training throughput: the default training setup, the one before it, and SB3 PPO on CartPole.
 
     python benchmarks/bench_training.py [--steps 131072] [--repeats 3]
     python benchmarks/bench_training.py --profile [--steps 65536]
@@ -13,9 +13,9 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
   evaluations and checkpoints;
 * ``default, numpy env``: the same with the batched env's numpy backend (``backend="numpy"``,
   the reference implementation, as the batched env stepped before its compiled kernels);
-* ``previous``: the defaults before the batched env (ButtonUp-v0 envs in a DummyVecEnv, 8 envs
-  x 256 steps, batch 512, 2 x 256 hidden units, no random starts, the perfect bot as the
-  opponent of 80% of the episodes), the same otherwise;
+* ``before``: the defaults before the fast self-play recipe (commit 0a25748: 64 envs x 64
+  steps, separate float32 actor and critic layers, two torch threads, the numpy env), the
+  same otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
 
 For the ButtonUp setups it also reports where the time goes: the share spent collecting
@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import dataclasses
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -44,24 +43,15 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
-
-import train
-from train import SOLVER_MIX, TrainConfig, make_model, resolve, write_snapshot
-from train import make_vec_env as make_training_envs
-
 from buttonup_env.vector import ButtonUpVectorEnv
+from training import train
+from training.config import TrainConfig, resolve
+from training.train import make_model, write_snapshot
+from training.train import make_vec_env as make_training_envs
 
-PREVIOUS = dict(
-    vec_env="dummy",
-    n_envs=8,
-    n_steps=256,
-    batch_size=512,
-    hidden=(256, 256),
-    random_start=0.0,
-    opponents=SOLVER_MIX,
-)
-"""The training defaults before the batched env (commit e8c9c8e)."""
+BEFORE = dict(n_envs=64, n_steps=64, shared=False, bfloat16=False, threads=2)
+"""The training defaults before the fast self-play recipe (commit 0a25748), which also stepped
+the numpy env (the compiled one came after)."""
 
 
 class NumpyBatch(ButtonUpVectorEnv):
@@ -209,19 +199,21 @@ def main() -> None:
     if min(args.steps, args.repeats) < 1:
         parser.error(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")
     default = resolve(TrainConfig())
-    previous = resolve(dataclasses.replace(default, **PREVIOUS))
-    th.set_num_threads(default.threads)
+    before = resolve(dataclasses.replace(default, **BEFORE))
     if args.profile:
+        th.set_num_threads(default.threads)
         profile(default, args.steps)
         return
-    setups = (("default", default), ("default, numpy env", default), ("previous", previous))
+    setups = (("default", default), ("default, numpy env", default), ("before", before))
     names = (*(name for name, _ in setups), "CartPole-v1")
     rates: dict[str, list[float]] = {name: [] for name in names}
     shares: dict[str, list[float]] = {name: [] for name, _ in setups}
     for _ in range(args.repeats):
+        th.set_num_threads(default.threads)
         rates["CartPole-v1"].append(cartpole(args.steps))
         for name, config in setups:
-            with numpy_backend() if "numpy" in name else contextlib.nullcontext():
+            th.set_num_threads(config.threads)
+            with numpy_backend() if name != "default" else contextlib.nullcontext():
                 rate, share = buttonup(config, args.steps)
             rates[name].append(rate)
             shares[name].append(share)
@@ -229,8 +221,10 @@ def main() -> None:
     print(f"training steps per second, median of {args.repeats} repeats of {args.steps:,} steps")
     for name, config in setups:
         print(
-            f"  ButtonUp {name:18s} ({config.vec_env}, {config.n_envs} envs x {config.n_steps}, "
-            f"batch {config.batch_size}, hidden {'x'.join(map(str, config.hidden))}): "
+            f"  ButtonUp {name:18s} ({config.n_envs} envs x {config.n_steps}, batch "
+            f"{config.batch_size}, {'shared' if config.shared else 'separate'} "
+            f"{'x'.join(map(str, config.hidden))} {'bfloat16' if config.bfloat16 else 'float32'}"
+            f", {config.threads} thread{'s' if config.threads > 1 else ''}): "
             f"{med[name]:>8,.0f}  ({100 * statistics.median(shares[name]):.0f}% of the time "
             "collecting rollouts, the rest in updates)"
         )
@@ -241,9 +235,9 @@ def main() -> None:
         + ", ".join(f"{r:.2f}" for r in compiled)
         + ")"
     )
-    speedups = [d / p for d, p in zip(rates["default"], rates["previous"], strict=True)]
+    speedups = [d / p for d, p in zip(rates["default"], rates["before"], strict=True)]
     print(
-        f"default / previous: {statistics.median(speedups):.2f} (per repeat: "
+        f"default / before: {statistics.median(speedups):.2f} (per repeat: "
         + ", ".join(f"{r:.2f}" for r in speedups)
         + ")"
     )

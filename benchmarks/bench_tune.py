@@ -35,8 +35,7 @@ TRAINING = ROOT / "training"
 
 IN_PROCESS = """
 import sys, time
-sys.path.insert(0, sys.argv[1])
-import tune
+from training import tune
 spent = {"train": 0.0, "open_storage": 0.0, "open_study": 0.0}
 def timing(name):
     function = getattr(tune, name)
@@ -50,7 +49,7 @@ def timing(name):
 for name in spent:
     timing(name)
 start = time.perf_counter()
-tune.main(sys.argv[2:])
+tune.main(sys.argv[1:])
 total = time.perf_counter() - start
 worker = spent["open_storage"] + spent["open_study"]
 print(worker, total - spent["train"] - worker)
@@ -95,7 +94,7 @@ def main() -> None:
     plain_args = [str(TRAINING / "train.py"), "--preset", args.preset, "--no-progress"]
     tune_flags = ["--study", "bench", "--seeds", "1", "--preset", args.preset]
     tune_flags.append("--no-exploitability")
-    imports = "import sys; sys.path.insert(0, sys.argv[1]); import {}"
+    imports = "from training import {}"
     plain, trial, per_worker, per_trial = [], [], [], []
     import_train, import_tune, exploit = [], [], []
     with tempfile.TemporaryDirectory() as folder:
@@ -105,11 +104,11 @@ def main() -> None:
             plain.append(timed([*plain_args, "--run-name", "plain"], work)[0])
             trial.append(timed([str(TRAINING / "tune.py"), *tune_flags], work)[0])
             flags = [*tune_flags, "--runs-dir", "runs-in-process"]
-            seconds = timed(["-c", IN_PROCESS, str(TRAINING), *flags], work)[1].split()[-2:]
+            seconds = timed(["-c", IN_PROCESS, *flags], work)[1].split()[-2:]
             per_worker.append(float(seconds[0]))
             per_trial.append(float(seconds[1]))
-            import_train.append(timed(["-c", imports.format("train"), str(TRAINING)], work)[0])
-            import_tune.append(timed(["-c", imports.format("tune"), str(TRAINING)], work)[0])
+            import_train.append(timed(["-c", imports.format("train")], work)[0])
+            import_tune.append(timed(["-c", imports.format("tune")], work)[0])
             policy = work / "runs" / "plain" / "final.onnx"
             exploit.append(timed(["-c", EXPLOIT, str(policy)], work)[0])
     print(f"one {args.preset} training, medians of {args.repeats} rounds (each round's figure)")

@@ -1,7 +1,9 @@
 """Animate a recorded game: ``python -m buttonup_env.animate RECORDS.jsonl --id ID --out game.gif``.
 
 The record (a round record or a match record in the JSON Lines format of ``docs/rules.md``) is
-checked with :mod:`buttonup_env.records` first, then drawn move by move. Every board is
+checked with :mod:`buttonup_env.records` first, then drawn move by move (each move read off the
+positions before and after it by :class:`buttonup_env.narration.Move`, as the terminal game
+and the web app tell it). Every board is
 :func:`buttonup_env.render.rgb_array`, the picture of the environment's ``rgb_array`` mode,
 with a two-line caption under it (:func:`buttonup_env.render.caption`).
 
@@ -32,8 +34,10 @@ from typing import Any
 import numpy as np
 
 from . import render
+from .cli import whole_number
+from .narration import Move
 from .records import InvalidRecord, check_record, read_records
-from .rules import DEFAULT_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State
+from .rules import DEFAULT_TARGET, MOVES_PER_ROUND, Color, State
 
 VIZ_HINT = "pip install 'buttonup-env[viz]'"
 FRAMES_PER_MOVE = 2
@@ -100,37 +104,14 @@ def _set_up_caption(
     ]
 
 
-@dataclass(frozen=True)
-class _Move:
-    """A move as the pictures show it, read off the boards before and after (not re-played)."""
-
-    before: State
-    after: State
-    slot: int
-    sown: dict[int, int]
-    """The slots that received buttons, clockwise from ``slot``, and how many each."""
-
-    @classmethod
-    def play(cls, before: State, slot: int) -> _Move:
-        after = before.play(slot)
-        grown = sorted(
-            (t for t in range(NUM_SLOTS) if len(after.board[t]) > len(before.board[t])),
-            key=lambda t: (t - slot) % NUM_SLOTS,
-        )
-        sown = {t: len(after.board[t]) - len(before.board[t]) for t in grown}
-        return cls(before, after, slot, sown)
-
-    @property
-    def stack(self) -> str:
-        return self.before.board[self.slot]
-
-    @property
-    def overflow(self) -> bool:
-        return len(self.stack) > len(self.sown)
+def _sown_counts(move: Move) -> dict[int, int]:
+    """The slots that received buttons, clockwise from the lifted one, and how many each."""
+    return {slot: len(buttons) for slot, buttons in move.drops}
 
 
-def _lift_caption(move: _Move, number: int) -> list[Line]:
-    stack, slots = move.stack, list(move.sown)
+def _lift_caption(move: Move, number: int) -> list[Line]:
+    sown = _sown_counts(move)
+    stack, slots = move.lifted, list(sown)
     first = [
         _plain(f"Move {number} of {MOVES_PER_ROUND}: "),
         _player(move.before.to_move),
@@ -139,7 +120,7 @@ def _lift_caption(move: _Move, number: int) -> list[Line]:
     if not move.overflow:
         second = f"sown bottom first onto {_slots(slots)}"
     else:
-        k, m, together = len(stack), len(slots), move.sown[slots[-1]]
+        k, m, together = len(stack), len(slots), sown[slots[-1]]
         top = "all" if together == k else "top"
         second = (
             f"overflow ({k} > {m} stack{'s' if m > 1 else ''}): "
@@ -148,18 +129,17 @@ def _lift_caption(move: _Move, number: int) -> list[Line]:
     return [first, [_plain(second)]]
 
 
-def _sown_caption(move: _Move, number: int) -> list[Line]:
-    before, after, last = move.before, move.after, list(move.sown)[-1]
+def _sown_caption(move: Move, number: int) -> list[Line]:
+    after, (last, added) = move.after, move.drops[-1]
     head = f"Move {number} of {MOVES_PER_ROUND}: "
     if move.overflow:
-        together = move.stack[-move.sown[last] :]
-        first = [_plain(f"{head}overflow, {together} went onto slot {last}")]
+        first = [_plain(f"{head}overflow, {added} went onto slot {last}")]
     else:
-        sown, under = move.stack[-1], before.board[last][-1]
+        sown, under = move.lifted[-1], move.landed_on
         first = [_plain(f"{head}last button {BUTTON_NAMES[sown]} on {BUTTON_NAMES[under]}")]
     if after.round_over:
         second = [_plain("one stack left: the round is over")]
-    elif after.to_move == before.to_move:
+    elif move.extra_turn:
         second = [_plain("same colour: "), _player(after.to_move), _plain(" again (extra turn)")]
     elif move.overflow:
         second = [_plain("no extra turn after an overflow: "), _player(after.to_move)]
@@ -217,11 +197,12 @@ def _round_frames(
     yield frame(render.rgb_array(start, size=size), caption, 2 * delay)
     state = start
     for number_in_round, slot in enumerate(round_["moves"], start=1):
-        move = _Move.play(state, slot)
-        lifted = {slot: len(move.stack)}
+        move = Move.play(state, slot)
+        lifted = {slot: len(move.lifted)}
         picture = render.rgb_array(state, size=size, highlight=lifted)
         yield frame(picture, _lift_caption(move, number_in_round), delay)
-        picture = render.rgb_array(move.after, last_move=slot, size=size, highlight=move.sown)
+        sown = _sown_counts(move)
+        picture = render.rgb_array(move.after, last_move=slot, size=size, highlight=sown)
         yield frame(picture, _sown_caption(move, number_in_round), delay)
         state = move.after
     picture = render.rgb_array(state, last_move=round_["moves"][-1], size=size)
@@ -393,19 +374,6 @@ exit status: 0 written; 1 no record with that id, or the record is invalid; 2 a 
 be read or written, a bad argument, or Pillow is missing (pip install 'buttonup-env[viz]')."""
 
 
-def _whole(low: int, high: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is not between {low} and {high}")
-        return value
-
-    return parse
-
-
 def _output(out: str) -> tuple[str, Path, str | None]:
     """``("gif", path, None)``, ``("png", folder, stem)`` or ``("folder", folder, None)``."""
     path = Path(out)
@@ -439,19 +407,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--round",
-        type=_whole(1, 10_000),
+        type=whole_number(1, "round number", 10_000),
         metavar="N",
         help="draw only round N (from 1) of a match record",
     )
     parser.add_argument(
         "--size",
-        type=_whole(200, 2000),
+        type=whole_number(200, "board size", 2000),
         default=400,
         help="board width and height in pixels (default 400; the caption adds ~10%%)",
     )
     parser.add_argument(
         "--delay",
-        type=_whole(20, 60_000),
+        type=whole_number(20, "delay", 60_000),
         default=800,
         metavar="MS",
         help="milliseconds per frame of a move (default 800)",

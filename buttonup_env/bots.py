@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from . import solver
+from .deprecation import moved_names
 from .rules import Color, State, is_whole_number, other, sow, strength
 
 
@@ -152,8 +153,16 @@ class GradedBot(_SeededBot):
         return f"GradedBot({self.p:g})"
 
 
-BOTS = {"random": RandomBot, "greedy": GreedyBot, "perfect": PerfectBot}
-"""The built-in bots by the names the environment and the scripts accept."""
+BOT_NAMES = ("random", "greedy", "perfect")
+"""The names of the built-in bots, as the environments, the scripts and the web app accept
+them (weakest first)."""
+
+BOT_CLASSES: dict[str, type[RandomBot | GreedyBot | PerfectBot]] = {
+    "random": RandomBot,
+    "greedy": GreedyBot,
+    "perfect": PerfectBot,
+}
+"""The class of each built-in bot, by its name (:func:`make_bot` makes one)."""
 
 GRADED_PREFIX = "perfect-"
 """A graded bot's name is this prefix and its probability of a random move: ``perfect-0.3``."""
@@ -191,12 +200,15 @@ def make_bot(name: str, seed: int | np.random.Generator | None = None) -> Player
 
     Raises ``ValueError`` naming the allowed names for any other name.
     """
-    if name in BOTS:
-        return BOTS[name](seed)
+    if name in BOT_CLASSES:
+        return BOT_CLASSES[name](seed)
     p = graded_p(name)
     if p is None:
         raise ValueError(
-            f"{name!r} is not a bot; the bots are {', '.join(BOTS)} and the graded "
+            f"{name!r} is not a bot; the bots are {', '.join(BOT_NAMES)} and the graded "
             f"{GRADED_PREFIX}P (a random move with probability P, e.g. {GRADED_PREFIX}0.3)"
         )
     return GradedBot(p, seed)
+
+
+__getattr__ = moved_names(__name__, {"BOTS": "buttonup_env.bots:BOT_CLASSES"})

@@ -37,7 +37,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .rules import _CLOCKWISE, NUM_SLOTS, Color, State, is_whole_number, other, sow
+from .rules import CLOCKWISE_AFTER, NUM_SLOTS, Color, State, is_whole_number, other, sow
 
 HEIGHTS = 9
 CHANNELS = 3
@@ -109,7 +109,7 @@ class SlotEncoding:
             planes = b"".join(map(cache.__getitem__, board))
         except KeyError:
             planes = b"".join([_plane_bytes(stack, own) for stack in board])
-        key = (state._score, state.target, own)
+        key = (state.score_pair, state.target, own)
         scores = _SCORE_BYTES.get(key)
         if scores is None:
             scores = _SCORE_BYTES[key] = _score_bytes(*key)
@@ -199,7 +199,7 @@ class AfterstateEncoding(RingEncoding):
         views = []
         for slot in state.legal_moves():
             board, extra_turn = sow(state.board, slot)
-            stacks = [board[s] for s in _CLOCKWISE[slot] if board[s]]
+            stacks = [board[s] for s in CLOCKWISE_AFTER[slot] if board[s]]
             over = len(stacks) == 1
             ring = [cache[s] if s in cache else _plane_bytes(s, own) for s in stacks]
             views.append(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, SupportsFloat
 
@@ -11,10 +9,23 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from . import render as _render
-from .bots import BOTS, Player
+from .bots import BOT_NAMES, Player, make_bot
+from .deprecation import moved_names
 from .encoding import SlotEncoding, legal_mask
+from .interface import (
+    COLOR_CHOICES,
+    EPISODES,
+    ILLEGAL_ACTIONS,
+    RENDER_MODES,
+    REWARDS,
+    action_slot,
+    check_choice,
+    match_reward,
+    reset_options,
+    round_reward,
+)
 from .models import shipped_policies
+from .render import EnvRenderer
 from .rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
@@ -27,20 +38,13 @@ from .rules import (
     round_points,
 )
 
-MAX_ROUND_MARGIN = 18
-"""The largest possible round margin (own buttons at heights 7-9, the opponent's at 1-3)."""
-
-REWARDS = ("match", "round")
-EPISODES = ("match", "round")
-ILLEGAL_ACTIONS = ("end", "raise")
-
 
 def make_opponent(spec: str | Path | Player) -> Player:
     """A player from an opponent spec: ``"random"``, ``"greedy"``, ``"perfect"``, the name of a
     shipped policy (``"buttonup-ppo"``), a path to an exported policy, or any object with
     ``act(state)``."""
-    if isinstance(spec, str) and spec in BOTS:
-        return BOTS[spec]()
+    if isinstance(spec, str) and spec in BOT_NAMES:
+        return make_bot(spec)
     if isinstance(spec, str | Path):
         path = Path(spec)
         if spec in shipped_policies() or path.suffix in (".onnx", ".zip") or path.exists():
@@ -57,76 +61,8 @@ def make_opponent(spec: str | Path | Player) -> Player:
 
 
 def _opponent_choices() -> str:
-    names = ", ".join(repr(name) for name in (*BOTS, *shipped_policies()))
+    names = ", ".join(repr(name) for name in (*BOT_NAMES, *shipped_policies()))
     return f"one of {names}, a path to an exported .onnx policy, or an object with act(state)"
-
-
-def _choice(name: str, value: object, allowed: tuple[Any, ...]) -> None:
-    # a str (or None) among ``allowed``: ``in`` alone would ask arrays and odd objects to compare
-    if not ((value is None or isinstance(value, str)) and value in allowed):
-        raise ValueError(
-            f"{name}={_shown(value)} is not allowed; use one of {', '.join(map(repr, allowed))}"
-        )
-
-
-def _shown(value: object) -> str:
-    """``value`` as Python writes it, cut short when long (for messages)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def action_slot(action: object, actions: int = NUM_SLOTS) -> int:
-    """The number ``action`` names, when it is in the action space ``Discrete(actions)``: a
-    whole number (Python or numpy, or a 0-d integer array) from 0 to ``actions - 1``.
-
-    Raises ``ValueError`` naming it otherwise (12, -1, 3.7, ``"3"``, ``True``, ``None``): such
-    an action is a mistake in the calling code, not a move. A number in the space that is not
-    a legal move in the position is the env's to judge (``illegal_action``).
-    """
-    value = action
-    if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
-        value = action.item()
-    if is_whole_number(value) and 0 <= value < actions:  # type: ignore[operator]
-        return int(value)  # type: ignore[call-overload]
-    raise ValueError(
-        f"action {_shown(action)} is not in the action space Discrete({actions}): an action is "
-        f"a whole number from 0 to {actions - 1}"
-    )
-
-
-COLOR_OPTIONS = ("agent_color", "first")
-"""The reset options of ``ButtonUp-v0`` and the batched env; each is ``"R"``, ``"B"`` or None."""
-
-
-def reset_options(
-    options: object, allowed: tuple[str, ...] = COLOR_OPTIONS, unknown: str = "raise"
-) -> dict[str, Any]:
-    """``reset(options=...)`` checked: None or a mapping whose keys are among ``allowed`` and
-    whose values are ``"R"``, ``"B"`` or None (every reset option names a colour). Raises
-    ``ValueError`` in one sentence otherwise; with ``unknown="warn"`` (the PettingZoo env)
-    unknown keys are dropped with a warning instead. The single, batched and PettingZoo envs
-    all read their options here."""
-    if options is None:
-        return {}
-    if not isinstance(options, Mapping):
-        raise ValueError(
-            f"options={_shown(options)} is not allowed; reset options are a dict with the keys "
-            f"{', '.join(map(repr, allowed))}"
-        )
-    names = sorted((k for k in options if not (isinstance(k, str) and k in allowed)), key=repr)
-    if names and unknown == "raise":
-        raise ValueError(
-            f"unknown reset option(s) {names}; allowed: {', '.join(map(repr, allowed))}"
-        )
-    if names:
-        warnings.warn(
-            f"unknown reset option(s) {names} ignored; allowed: {', '.join(map(repr, allowed))}",
-            stacklevel=3,
-        )
-    checked = {k: v for k, v in options.items() if k not in names}
-    for key, value in checked.items():
-        _choice(f"options[{key!r}]", value, (None, "R", "B"))
-    return checked
 
 
 class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
@@ -210,13 +146,14 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
       ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
 
     ``reset(options=...)`` accepts ``{"agent_color": "R"|"B", "first": "R"|"B"}`` for one
-    episode; anything else raises ``ValueError``.
+    episode (:func:`buttonup_env.interface.reset_options`): another value raises
+    ``ValueError``, another key is ignored with a warning.
 
     ## Version History
     * v0: initial version.
     """
 
-    metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 2}  # noqa: RUF012
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 2}  # noqa: RUF012
 
     def __init__(
         self,
@@ -228,23 +165,23 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         illegal_action: str = "end",
         render_mode: str | None = None,
     ) -> None:
-        _choice("agent_color", agent_color, (None, "R", "B"))
-        _choice("reward", reward, REWARDS)
-        _choice("episode", episode, EPISODES)
-        _choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
-        _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        check_choice("agent_color", agent_color, COLOR_CHOICES)
+        check_choice("reward", reward, REWARDS)
+        check_choice("episode", episode, EPISODES)
+        check_choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         target = check_target(target)
         self.opponent = make_opponent(opponent)
         self._next_opponent: Player | None = None
         self.agent_color_choice = agent_color
         self.target = target
         self.reward_mode = reward
+        self.per_round = reward == "round"
+        """Whether every round pays its margin (``reward="round"``)."""
         self.episode = episode
         self.illegal_action = illegal_action
         self.render_mode = render_mode
-        self._human = (
-            _render.HumanRenderer(self.metadata["render_fps"]) if render_mode == "human" else None
-        )
+        self._renderer = EnvRenderer(render_mode, self.metadata["render_fps"])
         self.encoding = SlotEncoding()
         self.observation_space = spaces.Box(0.0, 1.0, (self.encoding.size,), np.float32)
         self.action_space = spaces.Discrete(NUM_SLOTS)
@@ -260,6 +197,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         Takes the same values as the ``opponent`` argument; a bad one raises ``ValueError`` now.
         """
         self._next_opponent = make_opponent(opponent)
+
+    @property
+    def episode_over(self) -> bool:
+        """True from the step that ends the episode to the next reset."""
+        return self._done
 
     def action_masks(self) -> np.ndarray:
         """Boolean mask of the legal slots (all True once the episode is over)."""
@@ -319,7 +261,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         # from a set-up a player makes at most 3 moves in a row (tests/test_rules.py), so the
         # opponent cannot finish a round before the agent moves
         assert reward == 0.0 and not self._done
-        if self._human is not None:
+        if self._renderer.human:
             self.render()
         return self._obs(), self._info(info_extra)
 
@@ -344,27 +286,23 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
                 slot = opponent.act(state)
                 if slot not in legal or not is_whole_number(slot):
                     raise ValueError(
-                        f"the opponent {opponent!r} made an illegal move: "
-                        f"{state._illegal_message(slot, legal)}"
+                        f"the opponent {opponent!r} made an illegal move: {state.why_illegal(slot)}"
                     )
                 slot = int(slot)
                 self._last_move = slot
-                self.state = state = state._successor(slot)
+                self.state = state = state.child(slot)
                 opponent_moves.append(slot)
                 continue
             # the round is over
             strength = state.strength
             extra["round_points"] = round_points(strength)
             margin = strength[agent] - strength[other(agent)]
-            if self.reward_mode == "round":
-                reward += margin / MAX_ROUND_MARGIN
+            reward += float(round_reward(margin, self.per_round, self.episode == "round"))
             if self.episode == "round":
-                if self.reward_mode == "match":
-                    reward += float(np.sign(margin))
                 self._done = True
                 return reward, extra
             if state.match_over:
-                reward += 1.0 if state.winner == agent else -1.0
+                reward += match_reward(state.winner == agent)
                 self._done = True
                 return reward, extra
             self._new_round()
@@ -382,11 +320,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         slot = action_slot(action)  # ValueError outside Discrete(9)
         legal = state.legal_moves()
         if slot not in legal:
-            message = state._illegal_message(slot, legal)
+            message = state.why_illegal(slot)
             if self.illegal_action == "raise":
                 raise ValueError(f"illegal action: {message}")
             self._done = True
-            if self._human is not None:
+            if self._renderer.human:
                 self.render()
             return (
                 self._obs(),
@@ -396,9 +334,9 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
                 self._info({"illegal_action": True, "opponent_moves": []}),
             )
         self._last_move = slot
-        self.state = state._successor(slot)
+        self.state = state.child(slot)
         reward, info = self._advance()
-        if self._human is not None:
+        if self._renderer.human:
             self.render()
         return self._obs(), reward, self._done, False, self._info(info)
 
@@ -408,16 +346,17 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         With ``render_mode="human"`` it shows the position (reset and step already do) and
         returns None.
         """
-        if self.render_mode is None or self.state is None:
-            return None
-        if self._human is not None:
-            self._human.show(self.state, last_move=self._last_move, agent_color=self.agent_color)
-            return None
-        if self.render_mode == "ansi":
-            return _render.ansi(self.state, agent_color=self.agent_color)
-        return _render.rgb_array(self.state, last_move=self._last_move)
+        return self._renderer.render(self.state, self._last_move, self.agent_color)
 
     def close(self) -> None:
         """Close the window of ``render_mode="human"``, if one is open."""
-        if self._human is not None:
-            self._human.close()
+        self._renderer.close()
+
+
+__getattr__ = moved_names(
+    __name__,
+    {
+        "MAX_ROUND_MARGIN": "buttonup_env.rules:MAX_ROUND_MARGIN",
+        "COLOR_OPTIONS": "buttonup_env.interface:RESET_OPTIONS",
+    },
+)

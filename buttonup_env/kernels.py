@@ -41,8 +41,7 @@ from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from .encoding import BOARD_FEATURES, MAX_LEGAL, STACK_FEATURES
-from .env import MAX_ROUND_MARGIN
-from .rules import LAYOUTS, NUM_SLOTS
+from .rules import LAYOUTS, MAX_ROUND_MARGIN, NUM_SLOTS
 from .tables import RED, GameTables
 
 NUM_LAYOUTS = len(LAYOUTS)
@@ -330,6 +329,7 @@ def _play_moves(envs, count, slot, board, to_move, agent, starter, score, done, 
         round_points[i, 1] = black
         has_points[i] = True
         agent_margin = margin if agent[i] == RED else -margin
+        # the rewards of buttonup_env.interface.round_reward and match_reward, spelled out
         if round_reward:
             reward[i] += agent_margin / MAX_ROUND_MARGIN
         if round_episodes:

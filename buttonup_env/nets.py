@@ -19,6 +19,22 @@ from torch import nn
 from .encoding import MAX_LEGAL
 
 
+def fast_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX or AVX512-BF16,
+    read from Linux's ``/proc/cpuinfo``): there ``bfloat16=True`` makes training's updates
+    about 1.5 times as fast; elsewhere bfloat16 is emulated and slower. False where the flags
+    cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+    except OSError:
+        pass
+    return False
+
+
 def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
     layers: list[nn.Module] = []
     for a, b in itertools.pairwise(sizes):
@@ -36,9 +52,11 @@ class RingViews(nn.Module):
         activation: type[nn.Module],
         shared: bool = False,
         logit_bound: float | None = None,
+        bfloat16: bool = False,
     ) -> None:
         super().__init__()
         self.view_size = view_size
+        self.bfloat16 = bfloat16
         self.logit_bound = logit_bound
         sizes = [view_size, *hidden]
         self.actor_body = _mlp(sizes, activation)
@@ -47,18 +65,43 @@ class RingViews(nn.Module):
         self.latent_dim_pi = MAX_LEGAL
         self.latent_dim_vf = 2 * sizes[-1]
 
-    def forward_actor(self, features: th.Tensor) -> th.Tensor:
-        views = features.reshape(-1, MAX_LEGAL, self.view_size)
-        scores = self.actor_score(self.actor_body(views)).squeeze(-1)
+    def _autocast(self) -> th.autocast:
+        """bfloat16 matrix products on the CPU when asked (weights and outputs stay float32)."""
+        return th.autocast("cpu", dtype=th.bfloat16, enabled=self.bfloat16)
+
+    def _views(self, features: th.Tensor) -> th.Tensor:
+        return features.reshape(-1, MAX_LEGAL, self.view_size)
+
+    def _scores(self, body: th.Tensor) -> th.Tensor:
+        """One logit per view, from the actor's per-view features."""
+        with self._autocast():
+            scores = self.actor_score(body).squeeze(-1)
+        scores = scores.float()
         if self.logit_bound is not None:  # soft clamp: never a fully certain policy
             scores = self.logit_bound * th.tanh(scores / self.logit_bound)
         return scores
 
+    @staticmethod
+    def _pooled(body: th.Tensor) -> th.Tensor:
+        """The critic's latent: the mean and the max of the per-view features."""
+        body = body.float()
+        return th.cat([body.mean(dim=1), body.amax(dim=1)], dim=1)
+
+    def forward_actor(self, features: th.Tensor) -> th.Tensor:
+        with self._autocast():
+            body = self.actor_body(self._views(features))
+        return self._scores(body)
+
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
-        views = self.critic_body(features.reshape(-1, MAX_LEGAL, self.view_size))
-        return th.cat([views.mean(dim=1), views.amax(dim=1)], dim=1)
+        with self._autocast():
+            body = self.critic_body(self._views(features))
+        return self._pooled(body)
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        if self.critic_body is self.actor_body:  # shared layers: run them once for both
+            with self._autocast():
+                body = self.actor_body(self._views(features))
+            return self._scores(body), self._pooled(body)
         return self.forward_actor(features), self.forward_critic(features)
 
 
@@ -69,7 +112,10 @@ class RingPolicy(MaskableActorCriticPolicy):
     whether actor and critic use the same per-view layers (default False: separate);
     ``logit_bound``, if set, softly clamps every logit to ``(-bound, bound)`` with
     ``bound * tanh(score / bound)``, so that no legal move's probability falls below about
-    ``exp(-2 * bound) / 3`` and the policy keeps trying every move while it trains.
+    ``exp(-2 * bound) / 3`` and the policy keeps trying every move while it trains;
+    ``bfloat16`` (default False): the per-view layers multiply in bfloat16 on the CPU (weights,
+    gradients and outputs stay float32), about twice as fast where the CPU has bfloat16 matrix
+    units (AMX, AVX512-BF16) and slower elsewhere; exported policies are float32 either way.
     """
 
     def __init__(
@@ -78,6 +124,7 @@ class RingPolicy(MaskableActorCriticPolicy):
         hidden: Sequence[int] = (256, 256),
         shared: bool = False,
         logit_bound: float | None = None,
+        bfloat16: bool = False,
         **kwargs: Any,
     ) -> None:
         if logit_bound is not None and not logit_bound > 0:
@@ -85,13 +132,14 @@ class RingPolicy(MaskableActorCriticPolicy):
         self.hidden = tuple(hidden)
         self.shared = shared
         self.logit_bound = logit_bound
+        self.bfloat16 = bfloat16
         kwargs.setdefault("activation_fn", nn.ReLU)
         super().__init__(*args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
         view_size = self.observation_space.shape[0] // MAX_LEGAL
         self.mlp_extractor = RingViews(
-            view_size, self.hidden, self.activation_fn, self.shared, self.logit_bound
+            view_size, self.hidden, self.activation_fn, self.shared, self.logit_bound, self.bfloat16
         )
 
     def _build(self, lr_schedule: Any) -> None:
@@ -109,4 +157,5 @@ class RingPolicy(MaskableActorCriticPolicy):
         data["hidden"] = self.hidden
         data["shared"] = self.shared
         data["logit_bound"] = self.logit_bound
+        data["bfloat16"] = self.bfloat16
         return data

@@ -23,9 +23,17 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from . import render as _render
 from .encoding import SlotEncoding, legal_mask
-from .env import MAX_ROUND_MARGIN, REWARDS, _choice, action_slot, reset_options
+from .interface import (
+    RENDER_MODES,
+    REWARDS,
+    action_slot,
+    check_choice,
+    match_reward,
+    reset_options,
+    round_reward,
+)
+from .render import EnvRenderer
 from .rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
@@ -43,6 +51,7 @@ COLOR_AGENTS: dict[Color, str] = {color: agent for agent, color in AGENT_COLORS.
 """The agent that plays each colour."""
 
 RESET_OPTIONS = ("first",)
+"""The keys of ``reset(options=...)``: who starts the first round (both colours are agents)."""
 
 ObsDict = dict[str, np.ndarray]
 
@@ -139,7 +148,8 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
       None), ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
 
     ``reset(options=...)`` accepts ``{"first": "R" | "B"}`` for one episode: who starts the
-    first round. Other keys are ignored with a warning.
+    first round (:func:`buttonup_env.interface.reset_options`, as in ``ButtonUp-v0``: another
+    value raises ``ValueError``, another key is ignored with a warning).
 
     ## Version History
     * v0: initial version.
@@ -147,7 +157,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
 
     metadata = {  # noqa: RUF012
         "name": "buttonup_v0",
-        "render_modes": ["human", "ansi", "rgb_array"],
+        "render_modes": list(RENDER_MODES),
         "is_parallelizable": False,
         "render_fps": 2,
     }
@@ -159,15 +169,15 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         render_mode: str | None = None,
     ) -> None:
         super().__init__()
-        _choice("reward", reward, REWARDS)
-        _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        check_choice("reward", reward, REWARDS)
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         target = check_target(target)
         self.target = target
         self.reward_mode = reward
+        self.per_round = reward == "round"
+        """Whether every round pays its margin (``reward="round"``)."""
         self.render_mode = render_mode
-        self._human = (
-            _render.HumanRenderer(self.metadata["render_fps"]) if render_mode == "human" else None
-        )
+        self._renderer = EnvRenderer(render_mode, self.metadata["render_fps"])
         self.encoding = SlotEncoding()
         self.possible_agents = list(AGENT_COLORS)
         self.agents = []
@@ -228,7 +238,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         """Start a new match: draw the first layout, and the starter unless ``options`` names it."""
         if seed is not None:
             self._np_random, _ = seeding.np_random(seed)
-        first = reset_options(options, RESET_OPTIONS, unknown="warn").get("first")
+        first = reset_options(options, RESET_OPTIONS).get("first")
         if first is None:
             first = "R" if self.np_random.integers(2) == 0 else "B"
         self.position = State.new_round(random_layout(self.np_random), first, target=self.target)
@@ -240,7 +250,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.truncations = dict.fromkeys(self.agents, False)
         self.infos = self._infos()
         self.agent_selection = COLOR_AGENTS[first]
-        if self._human is not None:
+        if self._renderer.human:
             self.render()
 
     def step(self, action: np.int64 | int | None) -> None:
@@ -258,23 +268,22 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         legal = state.legal_moves()
         slot = action_slot(action)  # ValueError outside Discrete(9)
         if slot not in legal:
-            raise ValueError(f"illegal action by {agent!r}: {state._illegal_message(slot, legal)}")
+            raise ValueError(f"illegal action by {agent!r}: {state.why_illegal(slot)}")
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         self._last_move = slot
-        state = state._successor(slot)
+        state = state.child(slot)
         extra: dict[str, Any] = {}
         if state.round_over:
             strength = state.strength
             extra["round_points"] = round_points(strength)
-            if self.reward_mode == "round":
-                margin = (strength["R"] - strength["B"]) / MAX_ROUND_MARGIN
-                self.rewards["red"] += margin
-                self.rewards["black"] -= margin
+            margin = strength["R"] - strength["B"]  # Red's; Black's is its negative
+            for name, sign in (("red", 1), ("black", -1)):
+                self.rewards[name] += round_reward(sign * margin, self.per_round, False)
             if state.match_over:
                 winner = COLOR_AGENTS[state.winner]  # type: ignore[index]
                 for name in self.agents:
-                    self.rewards[name] += 1.0 if name == winner else -1.0
+                    self.rewards[name] += match_reward(name == winner)
                 self.terminations = dict.fromkeys(self.agents, True)
             else:
                 state = state.next_round(random_layout(self.np_random))
@@ -283,7 +292,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.infos = self._infos(**extra)
         self.agent_selection = COLOR_AGENTS[state.to_move]
         self._accumulate_rewards()
-        if self._human is not None:
+        if self._renderer.human:
             self.render()
 
     # ------------------------------------------------------------------------------------------
@@ -293,16 +302,8 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         With ``render_mode="human"`` it shows the position (reset and step already do) and
         returns None.
         """
-        if self.render_mode is None or self.position is None:
-            return None
-        if self._human is not None:
-            self._human.show(self.position, last_move=self._last_move)
-            return None
-        if self.render_mode == "ansi":
-            return _render.ansi(self.position)
-        return _render.rgb_array(self.position, last_move=self._last_move)
+        return self._renderer.render(self.position, self._last_move)
 
     def close(self) -> None:
         """Close the window of ``render_mode="human"``, if one is open."""
-        if self._human is not None:
-            self._human.close()
+        self._renderer.close()

@@ -6,7 +6,8 @@
 
 You type the slot to lift; the opponent's moves, every extra turn, the end of each round (final
 stack, strengths, points) and the end of the match are written out so that the game can be
-followed. The rules themselves live in :mod:`buttonup_env.rules`; this module only shows a
+followed (in the words of :mod:`buttonup_env.narration`, which the web app and the animations
+share). The rules themselves live in :mod:`buttonup_env.rules`; this module only shows a
 :class:`~buttonup_env.match.Match` and feeds it moves.
 
 Input: a slot number, ``q`` / ``quit`` / ``exit`` to stop, ``help`` (or ``?``) for a reminder.
@@ -31,18 +32,28 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import TextIO
 
 import numpy as np
 
-from ._cli import silence_stdout
-from .bots import BOTS, PerfectBot, Player
+from .bots import BOT_NAMES, PerfectBot, Player
+from .cli import parse_arguments, silence_stdout, whole_number
+from .deprecation import moved_names
 from .env import make_opponent
 from .match import Match
 from .models import shipped_policies
+from .narration import (
+    describe_move,
+    hint_line,
+    match_summary,
+    player_name,
+    round_summary,
+    score_line,
+    starter_line,
+)
 from .render import COLOR_NAMES, paint
-from .rules import DEFAULT_TARGET, MAX_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State, other
+from .rules import DEFAULT_TARGET, MAX_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State
 
 QUIT_WORDS = ("q", "quit", "exit")
 HELP_WORDS = ("?", "h", "help")
@@ -250,181 +261,24 @@ class Session:
             self.say(self.describe(before, int(slot), after))
 
 
-# --- what is said about a game (shared with the web app, buttonup_env.web) ----------------------
-def _plain(stack: str) -> str:
-    return stack or "."
-
-
-def player_name(color: Color, human: Color | None = None) -> str:
-    """``Red`` / ``Black``, with ``(you)`` for the person's colour (``human``, if any)."""
-    return COLOR_NAMES[color] + (" (you)" if color == human else "")
-
-
-def score_line(state: State, human: Color | None = None) -> str:
-    """``Red (you) 3 - 0 Black   target 15``."""
-    score = state.score
-    return (
-        f"{player_name('R', human)} {score['R']} - {score['B']} {player_name('B', human)}   "
-        f"target {state.target}"
-    )
-
-
-def sown(before: State, slot: int, after: State) -> list[tuple[int, str]]:
-    """Where the buttons of ``slot`` went: ``(slot, buttons added)`` in sowing order.
-
-    Read off the two boards (the stacks that grew, clockwise from ``slot``), so the rules stay
-    in :mod:`buttonup_env.rules`.
-    """
-    drops = []
-    for step in range(1, NUM_SLOTS):
-        target = (slot + step) % NUM_SLOTS
-        if after.board[target] != before.board[target]:
-            drops.append((target, after.board[target][len(before.board[target]) :]))
-    return drops
-
-
-def describe_move(
-    before: State,
-    slot: int,
-    after: State,
-    human: Color | None = None,
-    paint: Callable[[str], str] = _plain,
-) -> str:
-    """One line for a move: who lifted what, where the last button landed, what follows.
-
-    ``human`` is the person's colour ("You lift"), or None to name both players by colour;
-    ``paint`` shows a stack (plain letters by default).
-    """
-    mover = before.to_move
-    lifted = before.board[slot]
-    who = "You lift" if mover == human else f"{COLOR_NAMES[mover]} lifts"
-    text = f"{who} slot {slot} ({paint(lifted)})"
-    last, added = sown(before, slot, after)[-1]
-    under = before.board[last][-1]
-    if len(added) == len(lifted) > 1:
-        text += f": all {len(added)} go onto slot {last}, the only stack left"
-    elif len(added) > 1:
-        text += (
-            f": more buttons than stacks, so the last {len(added)} ({paint(added)}) go "
-            f"together onto slot {last} (no extra turn)"
-        )
-    else:
-        text += f": {paint(added)} lands on {paint(under)} on slot {last}"
-    if after.round_over:
-        return text + "; the round is over."
-    if after.to_move == mover:
-        again = "you move again" if mover == human else f"{COLOR_NAMES[mover]} moves again"
-        return f"{text}, {again}."
-    return text + "."
-
-
-def hint_line(values: Mapping[int, int]) -> str:
-    """The solver's value of each legal move (``{slot: value}``), for the player to move."""
-    shown = ", ".join(f"slot {s} {v:+d}" if v else f"slot {s} 0" for s, v in values.items())
-    return f"hint: {shown} (final round margin for you with perfect play)"
-
-
-def starter_line(
-    state: State, round_number: int, previous: State | None, human: Color | None = None
-) -> str:
-    """Who starts round ``round_number`` (``state`` is its start), and why.
-
-    ``previous`` is the end of the round before, None for the first round (drawn at random).
-    """
-    first = state.to_move
-    starts = "You start" if first == human else f"{COLOR_NAMES[first]} starts"
-    if previous is None:
-        why = "drawn at random"
-    elif state.score[first] < state.score[other(first)]:
-        why = "fewer points"
-    else:
-        why = f"points level, {COLOR_NAMES[previous.starter]} started round {round_number - 1}"
-    return f"Round {round_number}: {starts} ({why})."
-
-
-def round_summary(
-    state: State,
-    round_number: int,
-    human: Color | None = None,
-    paint: Callable[[str], str] = _plain,
-) -> str:
-    """The end of a round: final stack, each side's strength, the points, the score (4 lines)."""
-    stack = next(s for s in state.board if s)
-    strength = state.strength
-    points = state.round_points
-
-    def heights(color: Color) -> str:
-        return "+".join(str(h) for h, b in enumerate(stack, start=1) if b == color)
-
-    if points["R"] or points["B"]:
-        scorer: Color = "R" if points["R"] else "B"
-        n = points[scorer]
-        who = "You score" if scorer == human else f"{COLOR_NAMES[scorer]} scores"
-        result = f"{who} {n} point{'s' if n != 1 else ''}."
-    else:
-        result = "Equal strength: nobody scores."
-    return "\n".join(
-        [
-            f"Round {round_number} is over. Final stack, bottom (height 1) to top (height "
-            f"{len(stack)}): {paint(stack)}",
-            f"  strength: Red {strength['R']} (heights {heights('R')}), "
-            f"Black {strength['B']} (heights {heights('B')})",
-            f"  {result}",
-            f"Score: {score_line(state, human)}",
-        ]
-    )
-
-
-def match_summary(state: State, human: Color | None = None) -> str:
-    """``Match over: Red wins 15 - 9. You win!`` (the verdict only when a person plays)."""
-    winner = state.winner
-    if winner is None:
-        raise ValueError(f"the match is not over ({score_line(state)})")
-    score = state.score
-    verdict = "" if human is None else (" You win!" if winner == human else " You lose.")
-    return (
-        f"Match over: {COLOR_NAMES[winner]} wins {score[winner]} - {score[other(winner)]}."
-        + verdict
-    )
-
-
 def load_opponent(spec: str) -> tuple[Player, str]:
     """The player ``spec`` names (a bot, case-insensitive, or an exported policy file) and how
     it is introduced (``the perfect bot``, ``the policy PATH``).
 
     Raises ``ValueError`` with one line when ``spec`` names no bot and no readable policy.
     """
-    spec = spec.lower() if spec.lower() in BOTS else spec
+    spec = spec.lower() if spec.lower() in BOT_NAMES else spec
     try:
         opponent = make_opponent(spec)
     except (ValueError, ImportError, OSError) as error:
         raise ValueError(" ".join(str(error).split())) from None
-    name = f"the {spec} bot" if spec in BOTS else f"the policy {spec}"
+    name = f"the {spec} bot" if spec in BOT_NAMES else f"the policy {spec}"
     return opponent, name
 
 
 # --- command line ----------------------------------------------------------------------------
-def _whole_number(minimum: int, what: str, maximum: int | None = None) -> Callable[[str], int]:
-    """An argparse type: a whole number from ``minimum`` to ``maximum`` (None: no upper
-    bound), else one sentence saying so."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            shown = repr(text) if len(text) <= 40 else repr(text[:37] + "...")
-            raise argparse.ArgumentTypeError(f"{shown} is not a whole number") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            span = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-            shown = str(value) if len(text) <= 40 else "a number that large"
-            raise argparse.ArgumentTypeError(f"{shown} is not a {what}: use a whole number {span}")
-        return value
-
-    return parse
-
-
-_target = _whole_number(1, "target", MAX_TARGET)
-_seed = _whole_number(0, "seed")
+_target = whole_number(1, "target", MAX_TARGET)
+_seed = whole_number(0, "seed")
 
 
 def _color(text: str) -> Color:
@@ -493,21 +347,6 @@ def _is_tty(stream: object) -> bool:
         return False
 
 
-def parse_arguments(
-    parser: argparse.ArgumentParser,
-    argv: Sequence[str] | None,
-    stdout: TextIO,
-    stderr: TextIO,
-) -> argparse.Namespace | int:
-    """``parser``'s arguments, or the exit status when argparse has answered itself (``--help``
-    printed to ``stdout``, a usage error to ``stderr``). Shared by the command-line tools."""
-    try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            return parser.parse_args(argv)
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 2
-
-
 def main(
     argv: Sequence[str] | None = None,
     stdin: TextIO | None = None,
@@ -570,6 +409,8 @@ def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> Session
         seed=seed,
     )
 
+
+__getattr__ = moved_names(__name__, {"sown": "buttonup_env.narration:sown"})
 
 if __name__ == "__main__":
     sys.exit(main())

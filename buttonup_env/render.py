@@ -360,3 +360,42 @@ class HumanRenderer:
     def _use_text(self, why: str) -> None:
         self._text = True
         print(f"Button Up! is shown as text: {why}.", flush=True)
+
+
+class EnvRenderer:
+    """``render()`` and ``close()`` of an environment, for its ``render_mode``.
+
+    ``ButtonUp-v0`` and the PettingZoo env hold one and hand it their position:
+    :meth:`render` gives the text board (``"ansi"``), the picture (``"rgb_array"``, the last
+    move ringed in gold), or shows the position and gives None (``"human"``, through a
+    :class:`HumanRenderer` paced at ``fps``); without a mode, or before the first position,
+    None. The envs call :meth:`render` themselves after every reset and step when
+    :attr:`human` is set, as Gymnasium's human mode asks.
+    """
+
+    def __init__(self, render_mode: str | None, fps: float) -> None:
+        self.render_mode = render_mode
+        self._human = HumanRenderer(fps) if render_mode == "human" else None
+
+    @property
+    def human(self) -> bool:
+        """Whether positions are shown to a person (``render_mode="human"``)."""
+        return self._human is not None
+
+    def render(
+        self, state: State | None, last_move: int | None = None, agent_color: Color | None = None
+    ) -> str | np.ndarray | None:
+        """``state`` in the render mode (``agent_color``: whose side the text board marks)."""
+        if self.render_mode is None or state is None:
+            return None
+        if self._human is not None:
+            self._human.show(state, last_move=last_move, agent_color=agent_color)
+            return None
+        if self.render_mode == "ansi":
+            return ansi(state, agent_color=agent_color)
+        return rgb_array(state, last_move=last_move)
+
+    def close(self) -> None:
+        """Close the window of ``render_mode="human"``, if one is open."""
+        if self._human is not None:
+            self._human.close()

@@ -3,11 +3,16 @@
 A :class:`State` is an immutable position: the nine slots, whose turn it is, the match score,
 the target and who started the current round. Every rule lives in exactly one function here:
 
-* :func:`sow` — lifting a stack, sowing it clockwise, overflow and the extra turn;
+* :func:`sow` — lifting a stack, sowing it clockwise, overflow and the extra turn
+  (:func:`sow_counting_stacks` also says how many stacks are left);
+* :func:`white_slots` — which stacks may be lifted;
 * :func:`strength` — the scoring of a final stack;
 * :func:`round_points` — who scores what for a round;
 * :func:`next_starter` — who starts the next round of a match;
 * :func:`random_layout` — the random set-up of a round.
+
+The fixed facts of the game sit beside them: :data:`NUM_SLOTS`, :data:`MOVES_PER_ROUND`,
+:data:`MAX_ROUND_MARGIN`, :data:`LAYOUTS` and the targets a match may have.
 
 Nothing here knows about Gymnasium, numpy arrays, torch or Stable-Baselines3.
 """
@@ -23,12 +28,17 @@ Color = Literal["R", "B"]
 COLORS: tuple[Color, Color] = ("R", "B")
 BUTTONS = "RBW"
 NUM_SLOTS = 9
+"""Slots on the circle, numbered 0 to 8 clockwise."""
 MOVES_PER_ROUND = 8
+"""Moves in every round: each move leaves one stack fewer, from nine to one."""
 DEFAULT_TARGET = 15
 MAX_TARGET = 1000
 """The largest target a match may have. A round scores at most 18 points (and often none), so
 a match to 1,000 is already hundreds of rounds; larger targets only make episodes that never
 end in practice (and numbers that overflow the batched env's arrays)."""
+MAX_ROUND_MARGIN = 18
+"""The largest round margin (one player's strength minus the other's in the final stack): own
+buttons at heights 7, 8 and 9 (24), the opponent's at 1, 2 and 3 (6)."""
 
 Board = tuple[str, ...]
 
@@ -117,7 +127,7 @@ def format_board(board: Sequence[str]) -> str:
 
 
 _SLOTS = range(NUM_SLOTS)
-_CLOCKWISE = tuple(
+CLOCKWISE_AFTER: tuple[tuple[int, ...], ...] = tuple(
     tuple((slot + step) % NUM_SLOTS for step in range(1, NUM_SLOTS)) for slot in range(NUM_SLOTS)
 )
 """For each slot, the other slots in clockwise order starting just after it."""
@@ -130,14 +140,15 @@ def sow(board: Board, slot: int) -> tuple[Board, bool]:
     flag is the sowing rule alone: it is true when ``k <= m`` and the last button sown has the
     colour of the button it landed on. :meth:`State.play` voids it when the round ends.
     """
-    new, extra_turn, _ = _sow(board, slot)
+    new, extra_turn, _ = sow_counting_stacks(board, slot)
     return new, extra_turn
 
 
-def _sow(board: Board, slot: int) -> tuple[Board, bool, int]:
-    """:func:`sow`, plus how many stacks are left (the lifted slot empties, no slot fills)."""
+def sow_counting_stacks(board: Board, slot: int) -> tuple[Board, bool, int]:
+    """:func:`sow`, plus how many stacks are left after the move (the lifted slot empties and
+    no slot fills, so one fewer than before): 1 when the move ends the round."""
     stack = board[slot]
-    targets = [s for s in _CLOCKWISE[slot] if board[s]]
+    targets = [s for s in CLOCKWISE_AFTER[slot] if board[s]]
     k, m = len(stack), len(targets)
     new = list(board)
     new[slot] = ""
@@ -156,8 +167,9 @@ def _sow(board: Board, slot: int) -> tuple[Board, bool, int]:
     return tuple(new), False, m
 
 
-def _white_slots(board: Board) -> tuple[int, ...]:
-    """The slots whose stack holds a white button, in increasing order."""
+def white_slots(board: Board) -> tuple[int, ...]:
+    """The slots whose stack holds a white button, in increasing order: the legal moves, unless
+    the round is over (one stack left)."""
     return tuple([slot for slot in _SLOTS if "W" in board[slot]])
 
 
@@ -332,6 +344,12 @@ class State:
         return {"R": self._score[0], "B": self._score[1]}
 
     @property
+    def score_pair(self) -> tuple[int, int]:
+        """The match score as ``(Red's points, Black's points)``: :attr:`score` as a tuple,
+        without making a dict (for the encodings' hot path)."""
+        return self._score
+
+    @property
     def stacks(self) -> int:
         """How many slots hold a stack."""
         return NUM_SLOTS - self.board.count("")
@@ -384,7 +402,7 @@ class State:
             if board.count("") == NUM_SLOTS - 1:
                 legal = ()
             else:
-                legal = _white_slots(board)
+                legal = white_slots(board)
             object.__setattr__(self, "_legal", legal)
         return legal
 
@@ -394,20 +412,16 @@ class State:
         When the move ends the round (one stack left) the round's points are added to the score.
         Raises ``ValueError`` for a finished round or an illegal slot.
         """
-        legal = self.legal_moves()
-        if slot not in legal or not is_whole_number(slot):
-            if not legal:  # only a finished round has no legal move
-                raise ValueError(
-                    f"the round is over (final stack {self._final_stack()!r}); no move can be "
-                    "played"
-                    + ("; the match is over" if self.match_over else "; start the next round")
-                )
-            raise ValueError(self._illegal_message(slot, legal))
-        return self._successor(int(slot))
+        if slot not in self.legal_moves() or not is_whole_number(slot):
+            raise ValueError(self.why_illegal(slot))
+        return self.child(int(slot))
 
-    def _successor(self, slot: int) -> State:
-        """:meth:`play` without the checks, for callers that have checked ``slot`` already."""
-        board, extra_turn, stacks = _sow(self.board, slot)
+    def child(self, slot: int) -> State:
+        """The position after ``to_move`` lifts ``slot``, which the caller has checked is one
+        of :meth:`legal_moves` (an ``int``): :meth:`play` without its checks, for the
+        environments' hot paths. Anything else gives a wrong position or an error that says
+        nothing useful; :meth:`play` and :meth:`why_illegal` say what is wrong instead."""
+        board, extra_turn, stacks = sow_counting_stacks(self.board, slot)
         mover = self.to_move
         if stacks == 1:  # the round is over
             points = round_points(strength("".join(board)))  # the one stack left
@@ -415,9 +429,17 @@ class State:
             return _make(board, _OTHER[mover], score, self.target, self.starter, ())
         # handing the legal moves over now saves legal_moves() a second look at the board
         to_move = mover if extra_turn else _OTHER[mover]
-        return _make(board, to_move, self._score, self.target, self.starter, _white_slots(board))
+        return _make(board, to_move, self._score, self.target, self.starter, white_slots(board))
 
-    def _illegal_message(self, slot: object, legal: tuple[int, ...]) -> str:
+    def why_illegal(self, slot: object) -> str:
+        """Why ``slot`` cannot be lifted here, in one sentence: the slot and the legal ones, or
+        that the round is over (for a slot that is not among :meth:`legal_moves`)."""
+        legal = self.legal_moves()
+        if not legal:  # only a finished round has no legal move
+            return (
+                f"the round is over (final stack {self._final_stack()!r}); no move can be played"
+                + ("; the match is over" if self.match_over else "; start the next round")
+            )
         allowed = ", ".join(map(str, legal))
         if not is_whole_number(slot) or not 0 <= slot < NUM_SLOTS:  # type: ignore[operator]
             return (

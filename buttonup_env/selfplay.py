@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bots import BOTS, Player
+from .bots import BOT_NAMES, Player, make_bot
 from .policy import OnnxPolicy
 from .rules import State
 
@@ -84,7 +84,7 @@ class OpponentPool:
         self.snapshot_dir = Path(snapshot_dir)
         self.mix = mix
         self.refresh_seconds = refresh_seconds
-        self.bots: dict[str, Player] = {name: cls() for name, cls in BOTS.items()}
+        self.bots: dict[str, Player] = {name: make_bot(name) for name in BOT_NAMES}
         self._loaded: dict[Path, OnnxPolicy] = {}
         self._snapshots: list[Path] = []
         self._listed_at = -float("inf")

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .encoding import CHANNELS, MAX_LEGAL, STACK_FEATURES
-from .rules import _CLOCKWISE, LAYOUTS, NUM_SLOTS, _sow, _white_slots
+from .rules import CLOCKWISE_AFTER, LAYOUTS, NUM_SLOTS, sow_counting_stacks, white_slots
 
 RED, BLACK = 0, 1
 FORMAT = 1
@@ -54,8 +54,8 @@ def _walk() -> dict[str, np.ndarray]:
         row = [-1] * NUM_SLOTS
         extra = [False] * NUM_SLOTS
         if board.count("") < NUM_SLOTS - 1:
-            for slot in _white_slots(board):
-                child, turn, stacks = _sow(board, slot)
+            for slot in white_slots(board):
+                child, turn, stacks = sow_counting_stacks(board, slot)
                 j = index.get(child)
                 if j is None:
                     j = index[child] = len(boards)
@@ -235,13 +235,13 @@ class GameTables:
     @functools.cached_property
     def ring_views(self) -> np.ndarray:
         """(NB, 3, 9) stack ids: for each legal move, the ring read from the lifted stack."""
-        return self._views(self.boards, lambda slot: [slot, *_CLOCKWISE[slot]])
+        return self._views(self.boards, lambda slot: [slot, *CLOCKWISE_AFTER[slot]])
 
     @functools.cached_property
     def afterstate_views(self) -> np.ndarray:
         """(NB, 3, 9) stack ids: for each legal move, the ring after it, read from the first
         stack after the lifted slot."""
-        return self._views(None, lambda slot: list(_CLOCKWISE[slot]))
+        return self._views(None, lambda slot: list(CLOCKWISE_AFTER[slot]))
 
     @functools.cached_property
     def afterstate_flags(self) -> np.ndarray:

@@ -26,15 +26,27 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from .encoding import ENCODINGS, MAX_LEGAL
-from .env import EPISODES, ILLEGAL_ACTIONS, MAX_ROUND_MARGIN, REWARDS, _choice, reset_options
+from .bots import BOT_NAMES
+from .encoding import ENCODINGS, MAX_LEGAL, RingEncoding, SlotEncoding
+from .interface import (
+    COLOR_CHOICES,
+    EPISODES,
+    ILLEGAL_ACTIONS,
+    REWARDS,
+    check_choice,
+    match_reward,
+    reset_options,
+    round_reward,
+)
 from .models import shipped_policies
 from .rules import COLORS, DEFAULT_TARGET, LAYOUTS, NUM_SLOTS, State, check_target, is_whole_number
 from .tables import RED, GameTables, game_tables
 
+Encoding = SlotEncoding | RingEncoding
+"""An observation encoding of :mod:`buttonup_env.encoding`."""
+
 ENCODING_SIZES = {name: encoding.size for name, encoding in ENCODINGS.items()}
 """Observation sizes of the encodings (see :mod:`buttonup_env.encoding`)."""
-BOT_NAMES = ("random", "greedy", "perfect")
 BACKENDS = ("numba", "numpy")
 """How a batch is stepped: compiled kernels (:mod:`buttonup_env.kernels`) or numpy."""
 
@@ -63,8 +75,19 @@ def _draw(slots: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np
     return slots[np.arange(len(counts)), k].astype(np.int64)
 
 
-class _Bot:
-    """A built-in bot for a batch: its candidate moves come from a table, ties at random."""
+class BatchedBot:
+    """A built-in bot as a batched env's opponent: its candidate moves come from a table, ties
+    broken at random with its own generator (which the env seeds).
+
+    The batched env's opponents take arrays and return slots, as
+    :class:`~buttonup_env.arena.BatchedPlayer` does: :meth:`choose` gets the board numbers
+    (of :func:`~buttonup_env.tables.game_tables`), the colour to move there (0 Red, 1 Black)
+    and, for a player with an :attr:`encoding`, the observations in it. Unlike the arena's
+    players they draw their own random numbers: the env seeds their generators at reset.
+    """
+
+    encoding: Encoding | None = None
+    """A bot reads the board numbers only: it needs no observations."""
 
     def __init__(self, name: str, tables: GameTables) -> None:
         self.name = name
@@ -76,36 +99,49 @@ class _Bot:
             slots, counts = getattr(tables, f"{name}_choices")
             self.slots, self.counts = slots.reshape(-1, MAX_LEGAL), counts.reshape(-1)
 
-    def act(self, env: ButtonUpVectorEnv, idx: np.ndarray, mover: np.ndarray) -> np.ndarray:
-        rows = env._board[idx]
-        if self.name != "random":
-            rows = 2 * rows + mover
+    def choose(
+        self, boards: np.ndarray, mover: np.ndarray, observations: np.ndarray | None = None
+    ) -> np.ndarray:
+        """A legal slot on each of ``boards`` for the colour ``mover``."""
+        rows = boards if self.name == "random" else 2 * boards + mover
         return _draw(self.slots[rows], self.counts[rows], self.rng)
 
     def __repr__(self) -> str:
         return f"{self.name} bot"
 
 
-class _Policy:
-    """An exported ONNX policy for a batch: one inference call for all the games it plays."""
+class BatchedPolicy:
+    """An exported ONNX policy as a batched env's opponent: one inference call for all the
+    games it plays (see :class:`BatchedBot` for what :meth:`choose` gets)."""
 
-    def __init__(self, policy: Any) -> None:
+    def __init__(self, policy: Any, tables: GameTables) -> None:
         self.policy = policy
-        self.encoding = policy.encoding.name
+        self.tables = tables
+        self.encoding: Encoding = policy.encoding
+        """The encoding of the observations :meth:`choose` needs (an object of
+        :mod:`buttonup_env.encoding`, as ``ButtonUpEnv.encoding`` is)."""
         self.rng = np.random.default_rng()
 
-    def act(self, env: ButtonUpVectorEnv, idx: np.ndarray, mover: np.ndarray) -> np.ndarray:
-        boards = env._board[idx]
-        obs = env.encode(self.encoding, idx, mover)
-        logits = self.policy.logits(obs).astype(np.float64)
-        mask = env._mask(self.encoding, boards)
-        logits = np.where(mask, logits, -np.inf)
+    def choose(
+        self, boards: np.ndarray, mover: np.ndarray, observations: np.ndarray | None = None
+    ) -> np.ndarray:
+        """A legal slot on each of ``boards``, from the policy's logits on ``observations``
+        (the games' observations in :attr:`encoding`, from the side of ``mover``)."""
+        if observations is None:
+            raise ValueError(f"a policy chooses from observations in {self.encoding.name!r}")
+        logits = self.policy.logits(observations).astype(np.float64)
+        legal = (
+            self.tables.legal_int8
+            if self.encoding.name == "slots"
+            else self.tables.legal_views_int8
+        )
+        logits = np.where(legal[boards].view(bool), logits, -np.inf)
         if not self.policy.deterministic:  # sample from the softmax (Gumbel-max)
             logits = logits + self.rng.gumbel(size=logits.shape)
         action = logits.argmax(axis=1)
-        if self.encoding == "slots":
+        if self.encoding.name == "slots":
             return action
-        return env.tables.legal_slots[boards, action].astype(np.int64)
+        return self.tables.legal_slots[boards, action].astype(np.int64)
 
     def __repr__(self) -> str:
         return repr(self.policy)
@@ -188,7 +224,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       episode, for each env).
     * ``agent_color``, ``target``, ``reward``, ``episode``, ``illegal_action``: as ButtonUp-v0.
     * ``encoding``: ``"slots"`` (default, ButtonUp-v0's observation), ``"ring"`` or
-      ``"afterstates"``.
+      ``"afterstates"``, or one of those encodings of :mod:`buttonup_env.encoding` (such as
+      another env's :attr:`encoding`). The attribute ``encoding`` is the encoding itself, an
+      object with ``name`` and ``size``, as ``ButtonUpEnv.encoding`` and a policy's are.
     * ``random_start`` (default 0, for training; needs ``episode="round"`` and
       ``agent_color=None``): the probability that a round starts after 1 to
       ``random_start_moves`` (default 6) uniformly random moves, played by whoever is to move,
@@ -225,7 +263,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         reward: str = "match",
         episode: str = "match",
         illegal_action: str = "end",
-        encoding: str = "slots",
+        encoding: str | Encoding = "slots",
         render_mode: str | None = None,
         random_start: float = 0.0,
         random_start_moves: int = 6,
@@ -248,13 +286,14 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 f"random_start={random_start!r} needs episode='round' and agent_color=None: the "
                 "agent takes the side to move after the random moves"
             )
-        _choice("agent_color", agent_color, (None, "R", "B"))
-        _choice("reward", reward, REWARDS)
-        _choice("episode", episode, EPISODES)
-        _choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
-        _choice("encoding", encoding, tuple(ENCODING_SIZES))
-        _choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
-        _choice("backend", backend, BACKENDS)
+        check_choice("agent_color", agent_color, COLOR_CHOICES)
+        check_choice("reward", reward, REWARDS)
+        check_choice("episode", episode, EPISODES)
+        check_choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
+        encoding = getattr(encoding, "name", encoding)  # an encoding, or its name
+        check_choice("encoding", encoding, tuple(ENCODING_SIZES))
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        check_choice("backend", backend, BACKENDS)
         self._kernels: Any = None
         if backend == "numba":
             from . import kernels  # imports numba (nothing compiles until the first reset)
@@ -278,7 +317,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.reward_mode = reward
         self.episode = episode
         self.illegal_action = illegal_action
-        self.encoding = encoding
+        self.encoding: Encoding = ENCODINGS[encoding]
+        """The observations' encoding (an object of :mod:`buttonup_env.encoding`, as
+        ``ButtonUpEnv.encoding`` is; the argument is its name)."""
         self.render_mode = render_mode
         self.random_start = float(random_start)
         self.random_start_moves = int(random_start_moves)
@@ -291,7 +332,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.single_observation_space = spaces.Box(0.0, 1.0, (size,), np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
 
-        self._bots = {name: _Bot(name, self.tables) for name in BOT_NAMES}
+        self._bots = {name: BatchedBot(name, self.tables) for name in BOT_NAMES}
         self.pool = None
         self._players: list[Any] = []
         self._set_opponent(opponent)
@@ -343,7 +384,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 f"{', '.join(map(repr, BOT_NAMES))}, a path to an exported .onnx policy, a policy "
                 "from load_policy, or an OpponentPool"
             )
-        self._players = [_Policy(policy)]
+        self._players = [BatchedPolicy(policy, self.tables)]
 
     def _draw_opponents(self, idx: np.ndarray) -> None:
         """Choose the opponent of every env in ``idx`` for its new episode."""
@@ -376,7 +417,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _snapshot_player(self, path: Path) -> int:
         index = self._snapshot_ids.get(path)
         if index is None:
-            player = _Policy(self.pool.snapshot_policy(path))  # type: ignore[union-attr]
+            player = BatchedPolicy(self.pool.snapshot_policy(path), self.tables)  # type: ignore[union-attr]
             player.rng = self._policy_rng
             index = self._snapshot_ids[path] = len(self._players)
             self._players.append(player)
@@ -393,7 +434,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._bots[name].rng = np.random.default_rng(child)
         self._policy_rng = np.random.default_rng(policies)
         for player in self._players:
-            if isinstance(player, _Policy):
+            if isinstance(player, BatchedPolicy):
                 player.rng = self._policy_rng
 
     # --- observations ------------------------------------------------------------------------
@@ -430,7 +471,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
 
     def _observe(self, idx: np.ndarray | slice) -> np.ndarray:
         """The agents' observations of the envs ``idx``."""
-        return self.encode(self.encoding, idx, self._agent[idx])
+        return self.encode(self.encoding.name, idx, self._agent[idx])
 
     def _mask(self, encoding: str, boards: np.ndarray) -> np.ndarray:
         """Boolean masks of the legal actions on ``boards`` in ``encoding``."""
@@ -451,7 +492,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Boolean masks of the legal actions, (num_envs, 9) or (num_envs, 3)."""
         if not self._reset_called:
             raise RuntimeError("call reset() before action_masks()")
-        return self._mask(self.encoding, self._board)
+        return self._mask(self.encoding.name, self._board)
 
     # --- the game ----------------------------------------------------------------------------
     def _start_episodes(self, idx: np.ndarray) -> None:
@@ -515,11 +556,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         if self.pool is not None:
             self._record_snapshot_rounds(idx, agent_margin)
         reward = out["reward"]
-        if self.reward_mode == "round":
-            reward[idx] += agent_margin / MAX_ROUND_MARGIN
+        reward[idx] += round_reward(
+            agent_margin, self.reward_mode == "round", self.episode == "round"
+        )
         if self.episode == "round":
-            if self.reward_mode == "match":
-                reward[idx] += np.sign(agent_margin)
             self._done[idx] = True
             return
         score = self._score[idx]
@@ -527,7 +567,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         if won.any():
             ended = idx[won]
             winner = score[won].argmax(axis=1)
-            reward[ended] += np.where(winner == self._agent[ended], 1.0, -1.0)
+            reward[ended] += match_reward(winner == self._agent[ended])
             self._done[ended] = True
         going = idx[~won]
         if len(going):
@@ -537,6 +577,13 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._starter[going] = starter
             self._to_move[going] = starter
             self._board[going] = self._rng.integers(len(LAYOUTS), size=len(going))
+
+    def _choices(
+        self, player: BatchedBot | BatchedPolicy, idx: np.ndarray, mover: np.ndarray
+    ) -> np.ndarray:
+        """``player``'s slots in the envs ``idx``, where ``mover`` is to move."""
+        obs = None if player.encoding is None else self.encode(player.encoding.name, idx, mover)
+        return player.choose(self._board[idx], mover, obs)
 
     def _play_opponents(self, out: dict[str, np.ndarray]) -> None:
         """Let the opponents move until every live env waits for its agent."""
@@ -548,12 +595,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             boards = self._board[pending]
             mover = self._to_move[pending]
             if len(self._players) == 1:
-                slots[:] = self._players[0].act(self, pending, mover)
+                slots[:] = self._choices(self._players[0], pending, mover)
             else:
                 which = self._opponent[pending]
                 for k in np.unique(which):
                     sel = which == k
-                    slots[sel] = self._players[k].act(self, pending[sel], mover[sel])
+                    slots[sel] = self._choices(self._players[k], pending[sel], mover[sel])
             if not self.tables.legal[boards, slots].all():  # a broken policy file, say
                 bad = np.flatnonzero(~self.tables.legal[boards, slots])[0]
                 player = self._players[self._opponent[pending[bad]]]
@@ -574,7 +621,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
 
     def _info(self, out: dict[str, np.ndarray], mask: np.ndarray | None = None) -> dict[str, Any]:
         info: dict[str, Any] = {
-            "action_mask": self._mask_int8(self.encoding, self._board) if mask is None else mask,
+            "action_mask": self._mask_int8(self.encoding.name, self._board)
+            if mask is None
+            else mask,
             "agent_color": _COLOR_NAMES[self._agent],
         }
         if out["_round_points"].any():
@@ -634,7 +683,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         players = tuple(self._players)
         if players != self._bot_players:
             self._player_bot = np.array(
-                [BOT_NAMES.index(p.name) if isinstance(p, _Bot) else -1 for p in players],
+                [BOT_NAMES.index(p.name) if isinstance(p, BatchedBot) else -1 for p in players],
                 dtype=np.int64,
             )
             self._bot_players = players
@@ -677,9 +726,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _observation_and_mask(self) -> tuple[np.ndarray, np.ndarray]:
         """The agents' observations and their int8 masks (in one pass with the kernels)."""
         if self._kernels is None:
-            return self._observe(slice(None)), self._mask_int8(self.encoding, self._board)
+            return self._observe(slice(None)), self._mask_int8(self.encoding.name, self._board)
         obs = np.empty((self.num_envs, *self.single_observation_space.shape), np.float32)
-        return obs, self._compiled_encode(self.encoding, self._rows, self._agent, obs, False)
+        return obs, self._compiled_encode(self.encoding.name, self._rows, self._agent, obs, False)
 
     def _compiled_start(self, idx: np.ndarray) -> None:
         """New episodes in the envs ``idx`` (as :meth:`_start_episodes`); they are the
@@ -789,7 +838,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         which = self._opponent[pending]
         for k in np.unique(which):
             sel = which == k
-            slots[sel] = self._players[k].act(self, pending[sel], mover[sel])
+            slots[sel] = self._choices(self._players[k], pending[sel], mover[sel])
         boards = self._board[pending]
         legal = (slots >= 0) & (slots < NUM_SLOTS)
         legal[legal] = self.tables.legal[boards[legal], slots[legal]]
@@ -812,7 +861,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         raise_illegal = self.illegal_action == "raise"
         bad, count = self._kernels.agent_moves(
             actions,
-            self.encoding == "slots",
+            self.encoding.name == "slots",
             self._board,
             self._records,
             raise_illegal,
@@ -832,7 +881,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         ended = np.flatnonzero(terminated)
         if len(ended):
             final_obs = np.zeros((n, *self.single_observation_space.shape), np.float32)
-            self._compiled_encode(self.encoding, ended, self._agent[ended], final_obs, True)
+            self._compiled_encode(self.encoding.name, ended, self._agent[ended], final_obs, True)
             info_extra["final_obs"] = final_obs
             info_extra["_final_obs"] = terminated
             self._compiled_start(ended)
@@ -891,7 +940,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             return self._compiled_step(actions)
         t = self.tables
         board = self._board
-        if self.encoding == "slots":
+        if self.encoding.name == "slots":
             slots = actions
         else:
             slots = t.legal_slots[board, actions].astype(np.int64)
@@ -926,8 +975,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _illegal(self, env: int, actions: np.ndarray) -> str:
         state = self._state(env)
         legal = state.legal_moves()
-        if self.encoding == "slots":
-            return state._illegal_message(int(actions[env]), legal)
+        if self.encoding.name == "slots":
+            return state.why_illegal(int(actions[env]))
         return (
             f"action {int(actions[env])} has no legal move behind it; the actions are the legal "
             f"slots {list(legal)} in order, so 0 to {len(legal) - 1}"
@@ -950,7 +999,14 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         )
 
     # --- saving and restoring ------------------------------------------------------------------
-    _ARRAYS = ("_board", "_to_move", "_agent", "_starter", "_score", "_opponent", "_done")
+    STATE_ARRAYS = ("_board", "_to_move", "_agent", "_starter", "_score", "_opponent", "_done")
+    """The arrays :meth:`get_state` saves by these names, under ``"arrays"``."""
+
+    @property
+    def num_opponents(self) -> int:
+        """The opponents the batch holds (the bots, then the policies or snapshots that have
+        played): the numbers in the ``_opponent`` array run from 0 to this, excluded."""
+        return len(self._players)
 
     def get_state(self) -> dict[str, Any]:
         """Everything the batch needs to go on exactly from here, as plain JSON-ready data.
@@ -966,10 +1022,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """
         if not self._reset_called:
             raise RuntimeError("call reset() before get_state()")
-        players = [p for p in self._players if isinstance(p, _Policy)]
+        players = [p for p in self._players if isinstance(p, BatchedPolicy)]
         return {
             "num_envs": self.num_envs,
-            "arrays": {name: getattr(self, name).tolist() for name in self._ARRAYS},
+            "arrays": {name: getattr(self, name).tolist() for name in self.STATE_ARRAYS},
             "options": dict(self._options),
             "seed": self._np_random_seed,
             "rng": self._rng.bit_generator.state,
@@ -1003,13 +1059,13 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                         f"{self.pool.snapshot_dir}"
                     )
                 self._snapshot_player(path)
-        policies = sum(isinstance(p, _Policy) for p in self._players)
+        policies = sum(isinstance(p, BatchedPolicy) for p in self._players)
         if policies != state["policies"]:
             raise ValueError(
                 f"the saved state has {state['policies']} policy opponents; this batch has "
                 f"{policies}"
             )
-        for name in self._ARRAYS:
+        for name in self.STATE_ARRAYS:
             array = getattr(self, name)
             array[...] = np.asarray(state["arrays"][name], dtype=array.dtype)
         self._options = dict(state["options"])
@@ -1038,9 +1094,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Text of every env's position with ``render_mode="ansi"`` (None without a mode)."""
         if self.render_mode is None or not self._reset_called:
             return None
-        from . import render as _render
+        from .render import ansi
 
         return tuple(
-            _render.ansi(state, agent_color=color)
+            ansi(state, agent_color=color)
             for state, color in zip(self.states(), self.agent_colors, strict=True)
         )

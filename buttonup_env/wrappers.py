@@ -9,7 +9,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .encoding import ENCODINGS, MAX_LEGAL, RingEncoding
-from .env import ButtonUpEnv, action_slot
+from .env import ButtonUpEnv
+from .interface import action_slot
 from .rules import NUM_SLOTS
 
 
@@ -52,7 +53,7 @@ class RingObservation(
         game = self._game
         if game.state is None:
             raise RuntimeError("call reset() before action_masks()")
-        if game._done:
+        if game.episode_over:
             return np.ones(MAX_LEGAL, dtype=bool)
         return self.encoding.mask(game.state)
 
@@ -70,7 +71,7 @@ class RingObservation(
         self, action: np.int64 | int
     ) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         game = self._game
-        if game.state is None or game._done:
+        if game.state is None or game.episode_over:
             return self.env.step(action)  # the env says what is wrong (no reset, episode over)
         index = action_slot(action, MAX_LEGAL)  # ValueError outside Discrete(3)
         legal = game.state.legal_moves()

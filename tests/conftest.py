@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 DATA_DIR = Path(__file__).parent / "data"
-TRAINING_DIR = Path(__file__).resolve().parent.parent / "training"
 
 
 @pytest.fixture(scope="session")
@@ -23,23 +22,9 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def training_script() -> Callable[[str], ModuleType]:
-    """Load a script of ``training/`` (``"train"``, ``"export"``) as a module: they are
-    scripts, not part of the package, and import each other from their folder."""
-
-    def load(name: str) -> ModuleType:
-        module_name = f"buttonup_{name}"
-        if module_name in sys.modules:
-            return sys.modules[module_name]
-        spec = importlib.util.spec_from_file_location(module_name, TRAINING_DIR / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        if str(TRAINING_DIR) not in sys.path:
-            sys.path.insert(0, str(TRAINING_DIR))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-        return module
-
-    return load
+    """A module of the ``training`` package by its name (``"train"``, ``"export"``): the
+    scripts import each other as ``training.NAME``, here as on the command line."""
+    return lambda name: importlib.import_module(f"training.{name}")
 
 
 @pytest.fixture(autouse=True)

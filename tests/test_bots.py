@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from buttonup_env.bots import (
-    BOTS,
+    BOT_CLASSES,
+    BOT_NAMES,
     GradedBot,
     GreedyBot,
     PerfectBot,
@@ -22,7 +23,7 @@ from buttonup_env.bots import (
 )
 from buttonup_env.rules import LAYOUTS, State, other
 
-BOT_CLASSES = [RandomBot, GreedyBot, PerfectBot, functools.partial(GradedBot, 0.3)]
+EVERY_BOT = [RandomBot, GreedyBot, PerfectBot, functools.partial(GradedBot, 0.3)]
 
 
 def positions(seed: int, games: int) -> list[State]:
@@ -60,7 +61,7 @@ def greedy_candidates(state: State) -> set[int]:
     return {slot for e, m, slot in scored if (e, m) == best}
 
 
-@pytest.mark.parametrize("bot_class", BOT_CLASSES)
+@pytest.mark.parametrize("bot_class", EVERY_BOT)
 def test_bots_play_legal_moves(bot_class: type) -> None:
     bot = bot_class(np.random.default_rng(0))
     assert isinstance(bot, Player)
@@ -70,7 +71,7 @@ def test_bots_play_legal_moves(bot_class: type) -> None:
         assert slot in state.legal_moves()
 
 
-@pytest.mark.parametrize("bot_class", BOT_CLASSES)
+@pytest.mark.parametrize("bot_class", EVERY_BOT)
 def test_bots_play_whole_rounds_for_both_colours(bot_class: type) -> None:
     for first in ("R", "B"):
         state = State.new_round(LAYOUTS[100], first)
@@ -82,7 +83,7 @@ def test_bots_play_whole_rounds_for_both_colours(bot_class: type) -> None:
         assert moves == 8
 
 
-@pytest.mark.parametrize("bot_class", BOT_CLASSES)
+@pytest.mark.parametrize("bot_class", EVERY_BOT)
 def test_bots_refuse_a_finished_round(bot_class: type) -> None:
     state = State.from_notation(". . . . . RBBBRWRWW . . .", "R")
     assert state.round_over
@@ -90,7 +91,7 @@ def test_bots_refuse_a_finished_round(bot_class: type) -> None:
         bot_class(0).act(state)
 
 
-@pytest.mark.parametrize("bot_class", BOT_CLASSES)
+@pytest.mark.parametrize("bot_class", EVERY_BOT)
 @pytest.mark.parametrize("seed", [-1, 1.5, "7", True, [1]])
 def test_bad_seed(bot_class: type, seed: object) -> None:
     with pytest.raises(ValueError, match="seed"):
@@ -104,7 +105,16 @@ def test_seeds_that_are_accepted() -> None:
 
 
 def test_bots_by_name() -> None:
-    assert BOTS == {"random": RandomBot, "greedy": GreedyBot, "perfect": PerfectBot}
+    assert BOT_NAMES == ("random", "greedy", "perfect") == tuple(BOT_CLASSES)
+    assert BOT_CLASSES == {"random": RandomBot, "greedy": GreedyBot, "perfect": PerfectBot}
+    assert [type(make_bot(name)) for name in BOT_NAMES] == list(BOT_CLASSES.values())
+
+
+def test_the_old_name_of_the_bot_classes_says_where_they_went() -> None:
+    import buttonup_env.bots
+
+    with pytest.warns(DeprecationWarning, match="bots.BOTS is now buttonup_env.bots.BOT_CLASSES"):
+        assert buttonup_env.bots.BOTS is BOT_CLASSES
 
 
 # --- RandomBot ----------------------------------------------------------------------------------

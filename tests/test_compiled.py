@@ -23,7 +23,7 @@ from test_vector import CONFIGS, MODEL, pool_batch
 
 from buttonup_env import kernels
 from buttonup_env.selfplay import OpponentMix, OpponentPool
-from buttonup_env.vector import ButtonUpVectorEnv, _Policy
+from buttonup_env.vector import BatchedPolicy, ButtonUpVectorEnv
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -209,10 +209,10 @@ def test_an_illegal_policy_move_is_refused_the_same(monkeypatch: pytest.MonkeyPa
     """A policy that returns an illegal slot (a broken file, say) stops the step with the
     same one-sentence error."""
 
-    def illegal(self: _Policy, env: ButtonUpVectorEnv, idx: np.ndarray, mover: Any) -> Any:
-        return env.tables.legal[env._board[idx]].argmin(axis=1)  # the first illegal slot
+    def illegal(self: BatchedPolicy, boards: np.ndarray, mover: Any, observations: Any) -> Any:
+        return self.tables.legal[boards].argmin(axis=1)  # the first illegal slot
 
-    monkeypatch.setattr(_Policy, "act", illegal)
+    monkeypatch.setattr(BatchedPolicy, "choose", illegal)
     messages = []
     for env in both(4, opponent=str(MODEL), agent_color="B", target=5):
         with pytest.raises(ValueError, match=r"made an illegal move: slot \d on '") as error:

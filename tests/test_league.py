@@ -16,22 +16,24 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from buttonup_env import league, solver
+from buttonup_env import arena, league, solver
+from buttonup_env.arena import (
+    BotPlayer,
+    PairResult,
+    PolicyPlayer,
+    make_player,
+    observations,
+    play_pairs,
+    player_specs,
+)
 from buttonup_env.bots import GradedBot, GreedyBot
 from buttonup_env.encoding import ENCODINGS
 from buttonup_env.evaluation import evaluate, wilson_interval
 from buttonup_env.exploit import behaviour_of
 from buttonup_env.league import (
-    BotPlayer,
-    PairResult,
-    PolicyPlayer,
     expected_score,
     fit_ratings,
-    make_player,
     neighbour_schedule,
-    observations,
-    play_pairs,
-    player_specs,
     rate_against_ladder,
     round_robin,
     schedule,
@@ -88,7 +90,7 @@ def choice_counts(name: str, states: list[State], draws: int, seed: int) -> list
     rng = np.random.default_rng(seed)
     counts = [Counter() for _ in states]
     for _ in range(draws):
-        slots = bot.choose(boards, mover, score, 15, rng.random((len(states), league.UNIFORMS)))
+        slots = bot.choose(boards, mover, score, 15, rng.random((len(states), arena.UNIFORMS)))
         for counter, slot in zip(counts, slots.tolist(), strict=True):
             counter[slot] += 1
     return counts
@@ -282,7 +284,7 @@ def test_player_specs_name_bots_graded_bots_policies_and_run_folders(tmp_path: P
         "myrun/step_000000250",
         "myrun/step_000000500",
     ]
-    assert league.snapshot_steps(specs[-1][1]) == 500
+    assert arena.snapshot_steps(specs[-1][1]) == 500
     for bad, fragment in [
         (["random", "perfect-0.3", "perfect-0.30"], "'perfect-0.3' is given twice"),
         (["nosuchbot"], "'nosuchbot' is not a player"),
@@ -473,6 +475,28 @@ def test_the_league_command_refuses_bad_input_in_one_line(
     assert cli.main([*args, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and fragment in err and "Traceback" not in err, err
+
+
+def test_one_run_folder_is_a_league_of_its_snapshots(
+    cli: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """docs/league.md's lineage league: --players RUN alone rates its snapshots; the first
+    is fixed at 0 (no bot in it)."""
+    run = tmp_path / "myrun"
+    (run / "snapshots").mkdir(parents=True)
+    for steps in (0, 250):
+        shutil.copy(
+            shipped_policy_path("buttonup-ppo"), run / "snapshots" / f"step_{steps:09d}.onnx"
+        )
+    out = tmp_path / "lineage.json"
+    assert cli.main(["--players", str(run), "--schedule", "neighbours", "--matches", "4",
+                     "--json", str(out), "--no-progress"]) == 0  # fmt: skip
+    data = json.loads(out.read_text())
+    assert set(data["ratings"]) == {"myrun/step_000000000", "myrun/step_000000250"}
+    assert data["fixed"] == {"myrun/step_000000000": 0.0}
+    (run / "snapshots" / "step_000000250.onnx").unlink()
+    assert cli.main(["--players", str(run), "--no-progress"]) == 2
+    assert "at least two players" in capsys.readouterr().err
 
 
 def test_a_malformed_flag_exits_with_status_2(cli: ModuleType) -> None:

@@ -25,9 +25,9 @@ from torch import nn
 
 import buttonup_env
 from buttonup_env.encoding import ENCODINGS
-from buttonup_env.export import check_exportable, export_onnx
 from buttonup_env.models import SHIPPED_DIR, shipped_policies, shipped_policy_path
 from buttonup_env.nets import RingPolicy
+from buttonup_env.onnx_writer import check_exportable, export_onnx
 from buttonup_env.policy import (
     META_ENCODING,
     META_VERSION,
@@ -761,3 +761,12 @@ def test_evaluate_takes_a_shipped_policy_name(
     assert evaluate.make_player("buttonup-ppo", False).path == shipped_policy_path("buttonup-ppo")
     with pytest.raises(ValueError, match="buttonup-ppo"):
         evaluate.make_player("buttonup-xyz", False)
+
+
+def test_the_old_onnx_module_says_where_it_went() -> None:
+    import buttonup_env.export
+
+    with pytest.warns(
+        DeprecationWarning, match="export.export_onnx is now buttonup_env.onnx_writer"
+    ):
+        assert buttonup_env.export.export_onnx is export_onnx

@@ -90,3 +90,45 @@ def test_the_licence_file_matches_the_metadata() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+# --- the README is the front door; the results live in docs/experiments.md ---------------------
+
+QUICK_START = (
+    'pip install "torch==2.13.0" -e ".[train]" && python training/train.py --preset quick'
+    "  # 1. train",
+    'pip install -e ".[test]" && python -m pytest  # 2. test',
+)
+"""The quick start's two commands, which .ci/run finds by their markers and runs."""
+
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def test_the_readme_is_a_front_door() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = readme.splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; the detail goes to docs/"
+    for command in QUICK_START:
+        assert lines.count(command) == 1, f"the quick start lost {command!r}"
+    for marker in ("# 1. train", "# 2. test"):  # .ci/run reads the first line ending so
+        assert sum(line.endswith(marker) for line in lines) == 1
+    for page in ("docs/experiments.md", "docs/training.md", "docs/environment.md"):
+        assert f"]({page}" in readme, f"README.md does not link to {page}"
+    dated = [line for line in lines if DATE.search(line)]
+    assert not dated, "results of runs go to docs/experiments.md:\n" + "\n".join(dated)
+
+
+def test_the_results_log_is_dated_newest_first_with_commands() -> None:
+    text = (ROOT / "docs" / "experiments.md").read_text(encoding="utf-8")
+    log = text.split("## The log", 1)[1].split("\n## ", 1)[0]
+    rows = [row for row in log.splitlines() if row.startswith("| ") and "---" not in row][1:]
+    assert len(rows) >= 5
+    ends = []  # the last date of each row's period: newest first
+    for row in rows:
+        date, what, command, result, details = (c.strip() for c in row.strip("|").split(" | "))
+        assert what and result and details and "`" in command, row
+        if found := DATE.findall(date):
+            ends.append(found[-1])
+    assert ends == sorted(ends, reverse=True), f"the log is not newest first: {ends}"
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "experiments.md" in nav

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from buttonup_env.rules import (
+    CLOCKWISE_AFTER,
     LAYOUTS,
+    MAX_ROUND_MARGIN,
     State,
     format_board,
     next_starter,
@@ -19,7 +21,9 @@ from buttonup_env.rules import (
     random_layout,
     round_points,
     sow,
+    sow_counting_stacks,
     strength,
+    white_slots,
 )
 
 WORKED_LAYOUT = "B W W B B R W R R"
@@ -138,6 +142,63 @@ def test_play_applies_the_extra_turn(before: str, slot: int, after: str, extra_t
             assert (state.to_move == mover) is extra_turn
         else:
             assert state.to_move != mover
+
+
+@pytest.mark.parametrize(
+    ("before", "slot", "after", "extra_turn"), SOW_CASES.values(), ids=SOW_CASES
+)
+def test_sow_counting_stacks_counts_the_stacks_left(
+    before: str, slot: int, after: str, extra_turn: bool
+) -> None:
+    board = parse_board(before)
+    new, flag, stacks = sow_counting_stacks(board, slot)
+    assert (format_board(new), flag) == (after, extra_turn)
+    assert stacks == sum(1 for stack in new if stack) == sum(1 for s in board if s) - 1
+
+
+def test_clockwise_after_lists_the_other_slots_from_the_next_one() -> None:
+    assert CLOCKWISE_AFTER[0] == (1, 2, 3, 4, 5, 6, 7, 8)
+    assert CLOCKWISE_AFTER[7] == (8, 0, 1, 2, 3, 4, 5, 6)
+    assert all(sorted(after) == [s for s in range(9) if s != slot]
+               for slot, after in enumerate(CLOCKWISE_AFTER))  # fmt: skip
+
+
+def test_white_slots_are_the_legal_moves_of_a_round_going_on() -> None:
+    for move, _, slot, _, _ in WORKED_EXAMPLE[:-1]:
+        state = worked_position(move - 1)
+        assert white_slots(state.board) == state.legal_moves() and slot in state.legal_moves()
+    final = final_state()
+    assert final.legal_moves() == () and len(white_slots(final.board)) == 1
+
+
+def test_child_is_play_without_the_checks() -> None:
+    state = State.new_round(WORKED_LAYOUT, "R")
+    while not state.round_over:
+        for slot in state.legal_moves():
+            assert state.child(slot) == state.play(slot)
+        state = state.play(state.legal_moves()[-1])
+
+
+def test_why_illegal_is_the_sentence_play_raises() -> None:
+    state = State.new_round(WORKED_LAYOUT, "R")
+    for slot in (0, 3, 9, -1, "1"):
+        with pytest.raises(ValueError) as error:
+            state.play(slot)  # type: ignore[arg-type]
+        assert str(error.value) == state.why_illegal(slot)
+    final = final_state()
+    assert final.why_illegal(0).startswith("the round is over")
+
+
+def test_score_pair_is_the_score_as_red_then_black() -> None:
+    state = State.from_notation(WORKED_LAYOUT, "B", score={"R": 4, "B": 11})
+    assert state.score_pair == (4, 11) == (state.score["R"], state.score["B"])
+
+
+def test_max_round_margin_is_the_largest_of_all_final_stacks() -> None:
+    margins = {
+        abs(s["R"] - s["B"]) for s in map(strength, {"".join(p) for p in LAYOUTS})
+    }  # every order of the nine buttons is a final stack some round can end with
+    assert max(margins) == MAX_ROUND_MARGIN == 18
 
 
 def test_extra_turn_is_void_on_the_eighth_move() -> None:

@@ -17,9 +17,9 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
-from buttonup_env.export import export_onnx
+from buttonup_env.bots import BOT_NAMES, GreedyBot, PerfectBot, RandomBot
 from buttonup_env.nets import RingPolicy
+from buttonup_env.onnx_writer import export_onnx
 from buttonup_env.policy import OnnxPolicy
 from buttonup_env.rules import LAYOUTS, State
 from buttonup_env.selfplay import OpponentMix, OpponentPool
@@ -28,7 +28,6 @@ from buttonup_env.wrappers import RingObservation
 ROOT = Path(__file__).resolve().parent.parent
 DRAWS = 3000
 TOLERANCE = 0.03  # about four standard deviations of a frequency over 3000 draws
-BOT_NAMES = ("perfect", "greedy", "random")
 
 
 @pytest.fixture(scope="module")

@@ -22,12 +22,13 @@ import numpy as np
 import pytest
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
-from buttonup_env._cli import run_cli
 from buttonup_env.bots import GradedBot, GreedyBot, RandomBot
+from buttonup_env.cli import run_cli
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy
 from buttonup_env.rules import LAYOUTS, State
+from training.config import SELF_PLAY, SOLVER_MIX
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "training" / "train.py"
@@ -160,6 +161,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert figures["win_rate"] <= figures["win_rate_interval"][1] <= 1
     assert figures["mean_regret"] >= 0 and figures["decisions"] > 0
     assert "--opponent random" in figures["command"]
+    assert card["evaluation"]["perfect"]["matches"] == final_eval_matches
 
     final = load_policy(run_dir / "final.onnx")
     assert final.encoding.name == config["encoding"]
@@ -172,6 +174,8 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert best_card["training"]["run_steps"] == latest["steps"]
     assert best_card["training"]["run_minutes"] == card["training"]["minutes"]
     load_policy(run_dir / "best.onnx")
+    for bot in ("random", "perfect"):  # the lowest-regret checkpoint is judged too
+        assert best_card["evaluation"][bot]["matches"] == final_eval_matches
 
     fps = scalar_steps(run_dir, "time/fps")
     assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
@@ -200,6 +204,14 @@ def test_tiny_training_leaves_a_complete_run_folder(
     run_dir, done = tiny_run
     assert f"training in {run_dir} for {TINY_STEPS:,} steps" in done.stdout
     assert f"policy: {run_dir / 'final.onnx'}" in done.stdout
+    assert f"training stopped: {TINY_STEPS:,} steps done (--total-steps)" in done.stdout
+    judged = [
+        line.split() for line in done.stdout.splitlines() if line.startswith(("final.", "best."))
+    ]
+    assert [row[0] for row in judged] == ["final.onnx", "best.onnx"]
+    for line in done.stdout.splitlines():
+        if line.startswith(("final.", "best.")):  # won/matches against random, then perfect
+            assert [m for _, m in re.findall(r"(\d+)/(\d+) \(", line)] == ["4", "4"], line
     assert "Traceback" not in done.stderr
     check_finished_run(run_dir, TINY_STEPS, final_eval_matches=4)
     config = json.loads((run_dir / "config.json").read_text())
@@ -226,9 +238,14 @@ def test_a_time_budget_ends_the_run_before_its_steps(tmp_path: Path) -> None:
     """--minutes stops training once that much training time has passed, and the run ends
     normally (final evaluation, export) short of total_steps."""
     args = [*TINY, "--total-steps", "10000000", "--minutes", "0.05", "--eval-every", "100000"]
+    args.remove("--no-progress")  # the bar follows the budget that binds: here the minutes
     done = run(TRAIN, *args, "--runs-dir", tmp_path, "--run-name", "timed")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "for 10,000,000 steps or 0.05 minutes" in done.stdout
+    assert "training stopped: the time budget of 0.05 minutes is spent (--minutes)" in done.stdout
+    bar = done.stderr.replace("\r", "\n").splitlines()
+    assert any(line.startswith("100%|") and "/10,000,000 steps" in line for line in bar)
+    assert any("/0.05 min" in line for line in bar)
     latest = json.loads((tmp_path / "timed" / "checkpoints" / "latest.json").read_text())
     assert 0 < latest["steps"] < 10_000_000
     assert latest["train_seconds"] >= 3.0
@@ -390,45 +407,51 @@ def test_the_learning_rate_decays_only_when_asked(end: float | None, tmp_path: P
 def test_a_preset_fills_only_the_settings_left_unset(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    """A preset sets the budgets and the opponents; a flag given on the command line wins over
-    the preset, whichever side of --preset it is on."""
+    """A preset sets the budgets; a flag given on the command line wins over the preset,
+    whichever side of --preset it is on. Every preset trains by pure self-play."""
     train = training_script("train")
 
     def parsed(*args: str) -> Any:
         return train.resolve(train.parse_config(list(args)))
 
-    quick, full = parsed("--preset", "quick"), parsed()
-    assert (quick.minutes, quick.total_steps, quick.eval_every) == (4, 2_000_000, 250_000)
-    assert (full.minutes, full.total_steps, full.eval_every) == (55, 40_000_000, 1_000_000)
-    assert full.opponents == train.SELF_PLAY == parsed("--preset", "smoke").opponents
-    assert (full.opponents.perfect, full.opponents.snapshots) == (0, 1)  # pure self-play
-    assert quick.opponents == train.SOLVER_MIX and quick.opponents.perfect == 0.8
+    quick, full, smoke = parsed("--preset", "quick"), parsed(), parsed("--preset", "smoke")
+    assert (quick.minutes, quick.eval_every, quick.snapshot_every) == (4.5, 500_000, 250_000)
+    assert (full.minutes, full.eval_every, full.snapshot_every) == (14.5, 1_000_000, 500_000)
+    assert (smoke.minutes, smoke.total_steps) == (0, 4_096)
+    for config in (quick, full, smoke):
+        assert config.opponents == SELF_PLAY
+        assert (config.opponents.perfect, config.opponents.snapshots) == (0, 1)
     for args in (["--preset", "quick", "--minutes", "2"], ["--minutes", "2", "--preset", "quick"]):
         mine = parsed(*args)
-        assert (mine.minutes, mine.total_steps) == (2, 2_000_000)
-    for args in (
-        ["--preset", "quick", "--opponents.perfect", "0.5"],
-        ["--opponents.perfect", "0.5", "--preset=quick"],
-    ):
-        mine = parsed(*args)  # one weight changed, the rest of the quick preset's mix kept
-        assert mine.opponents == dataclasses.replace(train.SOLVER_MIX, perfect=0.5)
-    mine = parsed("--opponents.perfect", "0.5")
-    assert mine.opponents == dataclasses.replace(train.SELF_PLAY, perfect=0.5)
+        assert (mine.minutes, mine.total_steps) == (2, quick.total_steps)
+    mine = parsed("--preset", "quick", "--opponents.perfect", "0.5")
+    assert mine.opponents == dataclasses.replace(SELF_PLAY, perfect=0.5)
 
 
-def test_help_shows_the_opponents_of_the_preset(
-    training_script: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+def test_bfloat16_left_unset_follows_the_cpu(
+    training_script: Callable[[str], ModuleType],
 ) -> None:
+    from buttonup_env.nets import fast_bfloat16
+
     train = training_script("train")
-    shown = {}
-    for preset in ("full", "quick"):
-        with pytest.raises(SystemExit) as stopped:
-            train.parse_config(["--preset", preset, "--help"])
-        assert stopped.value.code == 0
-        help_text = capsys.readouterr().out
-        after = help_text[help_text.index("--opponents.perfect") :]
-        shown[preset] = re.search(r"\(default: ([0-9.]+)\)", after)[1]  # type: ignore[index]
-    assert shown == {"full": "0.0", "quick": "0.8"}
+    assert train.resolve(train.parse_config([])).bfloat16 is fast_bfloat16()
+    assert train.resolve(train.parse_config(["--bfloat16"])).bfloat16 is True
+    assert train.resolve(train.parse_config(["--no-bfloat16"])).bfloat16 is False
+
+
+def test_a_run_saved_before_shared_layers_and_ratings_resumes_as_it_was_trained(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    """A config.json written before shared, bfloat16 and the ladder existed reads back with
+    the values that trained it (separate float32 layers, no rating), not today's defaults."""
+    train = training_script("train")
+    config = train.resolve(train.parse_config(["--preset", "smoke"]))
+    data = json.loads(json.dumps(train.config_to_json(config)))
+    for name in ("shared", "bfloat16", "ladder", "ladder_matches"):
+        del data[name]
+    config = train.config_from_json(data)
+    assert (config.shared, config.bfloat16, config.ladder_matches) == (False, False, 0)
+    assert train.config_from_json(json.loads(json.dumps(train.config_to_json(config)))) == config
 
 
 @pytest.mark.parametrize(
@@ -445,8 +468,7 @@ def test_a_bad_preset_gets_tyros_error_not_a_usage_of_one_flag(
     training_script: Callable[[str], ModuleType],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The preset is read before tyro parses the command line; a missing or unknown one is
-    left to tyro, whose error names it (not to a parser that knows only --preset)."""
+    """A missing or unknown preset gets tyro's error, which names it."""
     train = training_script("train")
     with pytest.raises(SystemExit) as stopped:
         train.parse_config(args)
@@ -470,7 +492,7 @@ def test_the_reward_is_the_round_margin_or_its_sign(
             n_envs=4,
             vec_env=vec_env,
             random_start=0.5 if vec_env == "batched" else 0.0,
-            opponents=train.SOLVER_MIX,
+            opponents=SOLVER_MIX,
         )
         venv = train.make_vec_env(dataclasses.replace(config, reward=reward), tmp_path, seed=3)
         rng = np.random.default_rng(0)
@@ -1325,3 +1347,23 @@ def test_the_card_says_which_targets_are_met_and_by_how_much(
     assert any("what_was_tried" in row for row in rows)
     only_random = module.targets({"random": ("cmd", strong)})  # no exploitability measured
     assert [row["met"] for row in only_random] == [True, True]  # nothing missed to explain
+
+
+def test_the_docs_own_training_script_trains_exports_and_plays(tmp_path: Path) -> None:
+    """docs/training.md's "your own training script", as written but for a shorter budget,
+    trains on the batched env, and its .zip exports to an .onnx that plays legal moves."""
+    page = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    section = page[page.index("### A model from your own training script") :]
+    script = re.search(r"```python\n(.*?)```", section, re.S)[1]  # type: ignore[index]
+    assert "total_timesteps=200_000" in script and "torch.set_num_threads(1)" in script
+    (tmp_path / "my_train.py").write_text(script.replace("200_000", "2_048"), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "my_train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run(EXPORT, tmp_path / "my_ppo.zip", "--trusted", "--random-matches", "4",
+               "--greedy-matches", "4", "--perfect-matches", "4")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    policy = load_policy(tmp_path / "my_ppo.onnx")
+    state = State.from_notation("B W W B B R W R R", to_move="R")
+    assert policy.act(state) in state.legal_moves()

@@ -307,7 +307,7 @@ def existing_study(tmp_path: Path) -> list[str]:
     study = optuna.create_study(
         study_name="bad", storage=f"sqlite:///{tmp_path / 'runs' / 'optuna.db'}"
     )
-    tune = sys.modules["buttonup_tune"]
+    tune = sys.modules["training.tune"]
     config = tune.TuneConfig(study="bad", trials=2, steps=512, space=tmp_path / "space.toml")
     study.set_user_attr("tune", tune.new_settings(config, TINY_TRAIN))
     return args
@@ -506,10 +506,40 @@ def test_report_of_run_folders_reads_their_last_evaluation(
         "win_rate_random",
         "win_rate_greedy",
         "win_rate_perfect",
+        "time_to_quality",
     }
     entry = figures["regret_perfect"]["group"]
     assert entry["runs"] == 3 and entry["median"] == pytest.approx(0.5)
     assert entry["iqm"] == pytest.approx(rliable_iqm(regrets, reps=200)[0])
+
+
+def test_report_of_run_folders_says_when_each_regret_level_was_reached(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    """The first periodic evaluation at or below 0.1, 0.05, 0.02 and 0.01, in minutes and steps."""
+    run = tmp_path / "group" / "run0"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"seed": 4}))
+    regrets = [(0, 0.0, 0.9), (500, 1.5, 0.08), (1000, 3.0, 0.05), (1500, 4.5, 0.012)]
+    rows = [
+        {"steps": s, "minutes": m, "regret_perfect": r, "win_rate_random": 1.0,
+         "win_rate_greedy": 1.0, "win_rate_perfect": 0.4}
+        for s, m, r in regrets
+    ]  # fmt: skip
+    (run / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (run / "final.onnx").write_bytes(b"")
+    out = tmp_path / "report"
+    report.main(["--runs", str(tmp_path / "group"), "--out", str(out), "--no-exploitability"])
+    quality = json.loads((out / "report.json").read_text())["figures"]["time_to_quality"]
+    assert quality["group"]["run0"] == {
+        "0.1": {"steps": 500, "minutes": 1.5},
+        "0.05": {"steps": 1000, "minutes": 3.0},
+        "0.02": {"steps": 1500, "minutes": 4.5},
+        "0.01": None,
+    }
+    text = (out / "report.md").read_text()
+    assert "| group | run0 | 4 | 1.5 min (0.0M) | 3.0 min (0.0M) | 4.5 min (0.0M) | - |" in text
+    assert (out / "time_to_quality.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_report_of_run_folders_measures_their_exploitability(

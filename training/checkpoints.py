@@ -35,7 +35,6 @@ import math
 import os
 import random
 import re
-import sys
 import types
 import typing
 import warnings
@@ -47,11 +46,8 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import tyro
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import fail
-
-from buttonup_env._cli import run_cli
+from buttonup_env.cli import run_cli
+from training.common import fail
 
 FORMAT = "buttonup-env checkpoint 1"
 """The ``format`` written in every checkpoint's ``NAME.json``."""
@@ -505,10 +501,12 @@ def _check_optimizer(fields: Fields, saved: object, policy: Any) -> None:
                 raise CheckpointError(f"{fields.path}: {where}.{key} holds negative values")
 
 
-def build_policy(encoding: str, hidden: tuple[int, ...]) -> Any:
-    """The network of a run whose config says ``encoding`` and ``hidden``, freshly made (a
-    :class:`~buttonup_env.nets.RingPolicy` with its Adam optimiser, as ``MaskablePPO`` makes
-    it for training/train.py)."""
+def build_policy(
+    encoding: str, hidden: tuple[int, ...], shared: bool = False, bfloat16: bool = False
+) -> Any:
+    """The network of a run whose config says ``encoding``, ``hidden``, ``shared`` and
+    ``bfloat16``, freshly made (a ``buttonup_env.nets.RingPolicy`` with its Adam
+    optimiser, as ``MaskablePPO`` makes it for training/train.py)."""
     from gymnasium import spaces
 
     from buttonup_env.encoding import ENCODINGS
@@ -520,6 +518,8 @@ def build_policy(encoding: str, hidden: tuple[int, ...]) -> Any:
         spaces.Discrete(view.actions),
         lambda _: 0.0,
         hidden=hidden,
+        shared=shared,
+        bfloat16=bfloat16,
     )
 
 
@@ -558,8 +558,9 @@ def check_size(
         )
 
 
-def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...]]:
-    """The encoding and layer sizes in a run's ``config.json`` (read as ``config``), checked."""
+def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...], bool, bool]:
+    """The encoding, layer sizes, shared layers and bfloat16 products in a run's
+    ``config.json`` (read as ``config``), checked."""
     fields = Fields(run_dir / "config.json")
     encoding = config.get("encoding")
     if encoding not in ("afterstates", "ring"):
@@ -569,7 +570,9 @@ def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...]
         raise fields.error("hidden", sizes, "it must list one or more layer sizes")
     hidden = tuple(fields.whole(s, f"hidden[{i}]", 1) for i, s in enumerate(sizes))
     check_size(fields, encoding, hidden)
-    return encoding, hidden
+    shared = fields.flag(config.get("shared", False), "shared")
+    bfloat16 = fields.flag(config.get("bfloat16", False), "bfloat16")
+    return encoding, hidden, shared, bfloat16
 
 
 def load_weights(model: Any, run_dir: Path, name: str, state: dict[str, Any]) -> None:
@@ -629,13 +632,13 @@ def check_resume_point(
     path: Path, point: dict[str, Any], batch: Any, steps: int, n_updates: int
 ) -> None:
     """Check every field of a saved resume point (``resume`` in ``latest.json``, at ``path``)
-    against ``batch`` (the run's freshly made :class:`~buttonup_env.vector.ButtonUpVectorEnv`)
+    against ``batch`` (the run's freshly made ``buttonup_env.vector.ButtonUpVectorEnv``)
     and the checkpoint's ``steps`` and ``n_updates``; :class:`CheckpointError` naming the
     first bad field. What it checks is what ``training/train.py``'s ``resume_point`` writes and
     ``ButtonUpVectorEnv.get_state`` returns."""
     import torch as th
 
-    from buttonup_env.vector import BOT_NAMES
+    from buttonup_env.bots import BOT_NAMES
 
     f = Fields(path)
     keys = ("steps", "n_updates", "env", "episode_starts", "torch_rng", "numpy_rng", "python_rng")
@@ -715,8 +718,8 @@ def check_resume_point(
             f.number(number, f"resume.env.results[{key!r}][{j}]")
     f.whole(env["policies"], "resume.env.policies")
 
-    arrays = f.mapping(env["arrays"], "resume.env.arrays", batch._ARRAYS)
-    opponents = len(BOT_NAMES) + len(snapshots) if batch.pool is not None else len(batch._players)
+    arrays = f.mapping(env["arrays"], "resume.env.arrays", batch.STATE_ARRAYS)
+    opponents = len(BOT_NAMES) + len(snapshots) if batch.pool is not None else batch.num_opponents
     boards = len(batch.tables.boards)
     target = batch.target
     ranges = {
@@ -727,7 +730,7 @@ def check_resume_point(
         "_score": (0, target + 18, "a score"),
         "_opponent": (0, opponents - 1, "an opponent's number"),
     }
-    for key in batch._ARRAYS:
+    for key in batch.STATE_ARRAYS:
         shape = getattr(batch, key).shape
         field = f"resume.env.arrays.{key}"
         rows = f.items(arrays[key], field, shape[0])

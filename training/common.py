@@ -5,23 +5,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import buttonup_env
+from buttonup_env.cli import fail
 from buttonup_env.evaluation import EvaluationResult
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def fail(message: str) -> NoReturn:
-    """Exit with status 2 and one line on stderr (the scripts' answer to a bad argument)."""
-    print(f"error: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -32,8 +32,8 @@ from pathlib import Path
 import tyro
 from tqdm import tqdm
 
-from buttonup_env._cli import run_cli
-from buttonup_env.bots import BOTS, GreedyBot, Player, RandomBot, graded_p, make_bot
+from buttonup_env.bots import BOT_NAMES, GreedyBot, Player, RandomBot, graded_p, make_bot
+from buttonup_env.cli import run_cli
 from buttonup_env.evaluation import evaluate
 from buttonup_env.exploit import exploitability
 from buttonup_env.models import shipped_policies
@@ -71,14 +71,14 @@ class EvaluateArgs:
 def make_player(spec: str, trusted: bool) -> Player:
     """A bot, a graded bot or a shipped policy by name, or a policy from a file; ``ValueError``
     otherwise."""
-    if spec in BOTS or graded_p(spec) is not None:  # graded_p raises for perfect-<not P>
+    if spec in BOT_NAMES or graded_p(spec) is not None:  # graded_p raises for perfect-<not P>
         return make_bot(spec)
     if spec in shipped_policies():
         return load_policy(spec)
     path = Path(spec)
     if not path.exists():
         raise ValueError(
-            f"{spec!r} is neither a bot ({', '.join(BOTS)}), a shipped policy "
+            f"{spec!r} is neither a bot ({', '.join(BOT_NAMES)}), a shipped policy "
             f"({', '.join(shipped_policies())}) nor an existing policy file"
         )
     return load_policy(path, trusted=trusted)

@@ -2,7 +2,7 @@
 
     python training/export.py runs/NAME                      # the run's best checkpoint
     python training/export.py runs/NAME --which latest --out my-agent.onnx
-    python training/export.py runs/NAME --out buttonup_env/models/buttonup-ppo.onnx  # ship it
+    python training/export.py runs/NAME --out models/buttonup-ppo.onnx  # ship it
     python training/export.py my_ppo.zip --trusted           # a model from your own script
 
 Writes ``OUT`` (the policy network: observations to action logits; needs only onnxruntime to
@@ -10,7 +10,7 @@ run, see ``buttonup_env.load_policy``) and ``OUT`` with ``.json`` (the card: the
 command, config, seed, code version, training steps and time, the evaluations against the
 random, greedy and perfect bots, and the exact exploitability). Training calls the same code at
 its end. The policies shipped with the package are the ``.onnx`` files (and cards) in
-``buttonup_env/models/``: exporting there replaces or adds one, loadable by its file name.
+``models/``: exporting there replaces or adds one, loadable by its file name.
 
 It also takes a Stable-Baselines3 ``.zip`` saved by your own script (``model.save(...)``): a
 ``MaskablePPO`` or ``PPO`` model with SB3's ``MlpPolicy``, or the package's ``RingPolicy``,
@@ -28,25 +28,21 @@ converts it.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from checkpoints import CheckpointError, files, old_format, old_format_message, read_state
-from checkpoints import load_policy as load_checkpoint_policy
-from common import code_version, fail, read_eval_rows, read_json, write_card
-
-from buttonup_env._cli import run_cli
 from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
+from buttonup_env.cli import run_cli
 from buttonup_env.evaluation import EvaluationResult, evaluate
 from buttonup_env.exploit import exploitability
-from buttonup_env.export import check_exportable, export_onnx
+from buttonup_env.onnx_writer import check_exportable, export_onnx
 from buttonup_env.policy import OnnxPolicy, load_sb3_model
+from training.checkpoints import CheckpointError, files, old_format, old_format_message, read_state
+from training.checkpoints import load_policy as load_checkpoint_policy
+from training.common import code_version, fail, read_eval_rows, read_json, write_card
 
 EVAL_SEED = 2026
 

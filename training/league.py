@@ -31,21 +31,10 @@ from typing import Literal
 import tyro
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import code_version
-
-from buttonup_env._cli import run_cli
-from buttonup_env.league import (
-    ANCHOR,
-    PRIOR_MATCHES,
-    LeagueTable,
-    fit_ratings,
-    make_player,
-    play_pairs,
-    player_specs,
-    schedule,
-)
+from buttonup_env.arena import make_player, play_pairs, player_specs
+from buttonup_env.cli import run_cli
+from buttonup_env.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
+from training.common import code_version
 
 
 @dataclass
@@ -79,10 +68,10 @@ class LeagueArgs:
 
 def check(args: LeagueArgs) -> None:
     """``ValueError`` with one sentence for a bad argument."""
-    if len(args.players) < 2:
-        raise ValueError(
+    if len(args.players) < 2 and not (args.players and Path(args.players[0]).is_dir()):
+        raise ValueError(  # one run folder is enough: its snapshots are the players
             f"--players needs at least two players, got {len(args.players)}; e.g. --players "
-            "random greedy perfect"
+            "random greedy perfect, or a training run's folder"
         )
     for option, value, low in (
         ("--matches", args.matches, 1),

@@ -46,9 +46,10 @@ from typing import Any
 import numpy as np
 import tyro
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (
+from buttonup_env.bots import BOT_NAMES
+from buttonup_env.cli import run_cli
+from buttonup_env.league import DEFAULT_LADDER
+from training.common import (
     code_version,
     fail,
     final_figures,
@@ -59,19 +60,14 @@ from common import (
     safe_url,
 )
 
-from buttonup_env._cli import run_cli
-from buttonup_env.league import DEFAULT_LADDER
-
-BOTS = ("random", "greedy", "perfect")
-
 FIGURES = {
     "regret_perfect": "regret against the perfect bot (round points per decision)",
-    **{f"win_rate_{bot}": f"win rate against the {bot} bot (%)" for bot in BOTS},
+    **{f"win_rate_{bot}": f"win rate against the {bot} bot (%)" for bot in BOT_NAMES},
     "exploitability": "exploitability (round points per round)",
 }
 """The figures of a many-seed report, in its order: key in a trial's ``final`` -> label."""
 
-PERCENT = {f"win_rate_{bot}" for bot in BOTS}
+PERCENT = {f"win_rate_{bot}" for bot in BOT_NAMES}
 """Figures stored as fractions and shown as percentages."""
 
 
@@ -226,7 +222,7 @@ def interval_estimates(
     return points, intervals
 
 
-CURVES = ("regret_perfect", *(f"win_rate_{bot}" for bot in BOTS))
+CURVES = ("regret_perfect", *(f"win_rate_{bot}" for bot in BOT_NAMES))
 """The figures of the learning curves (every periodic evaluation has them)."""
 
 
@@ -319,7 +315,91 @@ def seeds_report(groups: dict[str, list[Run]], config: ReportConfig, out: Path) 
         group: sorted(r.seed for r in runs if r.seed is not None) for group, runs in groups.items()
     }
     text += ["", *(f"- {group}: seeds {seeds[group]}" for group in groups)]
+    quality_text, figures["time_to_quality"] = time_to_quality(groups)
+    plot_time_to_quality(groups, out / "time_to_quality.png")
+    text += ["", quality_text]
     return "\n".join(text), figures
+
+
+QUALITY_LEVELS = (0.1, 0.05, 0.02, 0.01)
+"""The regrets against the perfect bot of the time-to-quality table."""
+
+
+def reached(evals: list[dict[str, Any]], level: float) -> dict[str, Any] | None:
+    """The first periodic evaluation with a regret against the perfect bot at or below
+    ``level`` (its steps and training minutes), or None."""
+    for row in evals:
+        if row["regret_perfect"] <= level:
+            return {"steps": row["steps"], "minutes": row.get("minutes")}
+    return None
+
+
+def time_to_quality(groups: dict[str, list[Run]]) -> tuple[str, dict[str, Any]]:
+    """For each run: the steps and training minutes to its first periodic evaluation at or
+    below each of :data:`QUALITY_LEVELS` of regret against the perfect bot."""
+    head = " | ".join(f"regret <= {level:g}" for level in QUALITY_LEVELS)
+    lines = [
+        "## Time to quality",
+        "",
+        "Training minutes (and steps) to the first periodic evaluation with a regret against the "
+        "perfect bot at or below each level (`-`: not reached). Periodic evaluations come every "
+        "`eval_every` steps, so a level is reached at most that many steps before the figure.",
+        "",
+        f"| group | run | seed | {head} |",
+        "|---|---|---|" + "---|" * len(QUALITY_LEVELS),
+    ]
+    figures: dict[str, Any] = {}
+    for group, runs in groups.items():
+        for run in runs:
+            found = [reached(run.evals, level) for level in QUALITY_LEVELS]
+            figures.setdefault(group, {})[run.name] = {
+                str(level): hit for level, hit in zip(QUALITY_LEVELS, found, strict=True)
+            }
+            cells = [
+                "-"
+                if hit is None
+                else (
+                    f"{hit['minutes']:.1f} min ({hit['steps'] / 1e6:.1f}M)"
+                    if hit["minutes"] is not None
+                    else f"{hit['steps'] / 1e6:.1f}M steps"
+                )
+                for hit in found
+            ]
+            seed = "-" if run.seed is None else str(run.seed)
+            lines.append(f"| {group} | {run.name} | {seed} | " + " | ".join(cells) + " |")
+    lines += ["", "The runs' regret against minutes and steps: `time_to_quality.png`."]
+    return "\n".join(lines), figures
+
+
+def plot_time_to_quality(groups: dict[str, list[Run]], path: Path) -> None:
+    """Each run's regret against the perfect bot over training minutes and over steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
+    for index, (group, runs) in enumerate(groups.items()):
+        for k, run in enumerate(runs):
+            rows = [row for row in run.evals if row["regret_perfect"] > 0]
+            regret = [row["regret_perfect"] for row in rows]
+            label = group if k == 0 else None
+            style = dict(color=f"C{index}", marker=".", lw=1, label=label)
+            if all(row.get("minutes") is not None for row in rows):
+                by_time.plot([row["minutes"] for row in rows], regret, **style)
+            by_steps.plot([row["steps"] / 1e6 for row in rows], regret, **style)
+    for ax, xlabel in ((by_time, "training minutes"), (by_steps, "environment steps (millions)")):
+        ax.set(xlabel=xlabel, ylabel="regret against the perfect bot", yscale="log")
+        for level in QUALITY_LEVELS:
+            ax.axhline(level, color="grey", lw=0.6, ls=":")
+        ax.grid(True, lw=0.3, which="both")
+    by_steps.legend(fontsize=8)
+    fig.suptitle(
+        "Time to quality: regret per decision against the exact solver, each run", fontsize=10
+    )
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def plot_curves(groups: dict[str, list[Run]], config: ReportConfig, path: Path) -> None:
@@ -574,8 +654,9 @@ def snapshot_ratings(run_dir: Path, config: ReportConfig) -> list[dict[str, Any]
     ladder, the matches or the seed differ from the ones it was measured with."""
     from tqdm import tqdm
 
+    from buttonup_env.arena import run_snapshots, snapshot_steps
     from buttonup_env.exploit import exploitability
-    from buttonup_env.league import rate_against_ladder, run_snapshots, snapshot_steps
+    from buttonup_env.league import rate_against_ladder
     from buttonup_env.policy import load_policy
 
     path = run_dir / RATINGS_FILE

@@ -4,6 +4,9 @@
     python training/train.py --preset quick    # a few minutes: a first agent to look at
     python training/train.py --resume runs/NAME
 
+What runs of it gave, each with its command, is in the results log, docs/experiments.md; the
+settings and presets are training/config.py's (``TrainConfig``, ``PRESETS``).
+
 Every run writes to its own folder ``runs/NAME``: ``config.json``, TensorBoard logs (``tb/``),
 checkpoints (``checkpoints/latest.pt`` and ``latest.json``, every ``checkpoint_every`` steps
 and on Ctrl-C: tensors and JSON, read back without unpickling anything, see checkpoints.py),
@@ -21,9 +24,7 @@ only judges (the regret figures, and which snapshot is kept as ``best``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import itertools
 import json
 import math
 import os
@@ -32,285 +33,50 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
 import torch as th
-import tyro
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from stable_baselines3.common.utils import ConstantSchedule
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from checkpoints import (
-    CheckpointError,
-    Fields,
-    check_resume_point,
-    check_size,
-    dataclass_from_json,
-    load_weights,
-    read_state,
-    save_checkpoint,
-)
-from checkpoints import load_policy as load_checkpoint_policy
-from checkpoints import require as require_checkpoint
-from common import code_version, fail, plot_learning_curve, read_json
-from export import checkpoint_training, export_with_card
-
-from buttonup_env._cli import run_cli
-from buttonup_env.bots import BOTS
-from buttonup_env.evaluation import evaluate
-from buttonup_env.export import export_onnx
-from buttonup_env.league import DEFAULT_LADDER, check_ladder, rate_against_ladder
+from buttonup_env.arena import evaluate_many
+from buttonup_env.bots import BOT_NAMES
+from buttonup_env.cli import run_cli
+from buttonup_env.league import rate_against_ladder
 from buttonup_env.nets import RingPolicy
+from buttonup_env.onnx_writer import export_onnx
 from buttonup_env.policy import OnnxPolicy
 from buttonup_env.sb3 import SB3VecEnv
 from buttonup_env.selfplay import OpponentMix, OpponentPool
 from buttonup_env.vector import ButtonUpVectorEnv
 from buttonup_env.wrappers import RingObservation
-
-SELF_PLAY = OpponentMix(snapshots=1.0, perfect=0.0, greedy=0.0, random=0.0, prioritized=2.0)
-"""The full and smoke presets' opponents: pure self-play. Only the learner's own snapshots
-play; half of the time the newest, otherwise an older one by prioritized fictitious self-play
-(weight (1 - the learner's recent score against it) ** 2)."""
-
-SOLVER_MIX = OpponentMix(snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, prioritized=0.0)
-"""The quick preset's opponents: the perfect bot in 80% of the episodes, snapshots in 10%, the
-greedy and random bots in 5% each. In a few minutes of training it teaches more than pure
-self-play does (README, "What we tried"); the solver still never enters the loss or reward."""
-
-
-@dataclass
-class TrainConfig:
-    """Self-play MaskablePPO on ButtonUp-v0 (afterstates encoding, one round per episode)."""
-
-    preset: Literal["full", "quick", "smoke"] = "full"
-    """full: the shipped agent's run; quick: a few minutes; smoke: seconds, for tests. A preset
-    sets total_steps, minutes, eval/snapshot/checkpoint intervals and eval sizes, and the
-    opponents (full and smoke: pure self-play; quick: mostly the perfect bot, which teaches
-    faster in a few minutes); any of those flags given on the command line (before or after
-    --preset) overrides the preset's value."""
-    total_steps: int | None = None
-    """Environment steps (agent decisions) to train for (default: from the preset)."""
-    minutes: float | None = None
-    """Training time budget: stop after this many minutes of training (periodic evaluations
-    included, counted across resumes) even before total_steps; 0: no time budget (default:
-    from the preset). The entropy schedule follows whichever budget is further along."""
-    seed: int = 0
-    """Seed of the networks, the envs and the opponents' draws."""
-    run_name: str | None = None
-    """Folder name under runs_dir (default: PRESET-sSEED-DATE-TIME)."""
-    runs_dir: Path = Path("runs")
-    """Where run folders are made."""
-    resume: Path | None = None
-    """Continue the run in this folder from its last checkpoint (other flags are ignored)."""
-
-    encoding: Literal["afterstates", "ring"] = "afterstates"
-    """What the policy sees (buttonup_env.encoding): afterstates (the ring after each legal
-    move) or ring (the ring seen from each legal move)."""
-    n_envs: int = 64
-    """Environments stepped together."""
-    vec_env: Literal["batched", "dummy", "subproc"] = "batched"
-    """batched: one ButtonUpVectorEnv stepping all envs with array operations
-    (buttonup_env.vector); dummy: ButtonUp-v0 envs one after the other in this process;
-    subproc: one process per ButtonUp-v0 env."""
-    hidden: tuple[int, ...] = (128, 128)
-    """Sizes of the per-view hidden layers of actor and critic."""
-    learning_rate: float = 2e-3
-    """Adam learning rate (at the start, if --learning-rate-end is given)."""
-    learning_rate_end: float | None = None
-    """If given, the learning rate decays linearly to this value over the run, as the entropy
-    coefficient does (default: a constant learning rate)."""
-    n_steps: int = 64
-    """Steps per env per rollout (rollout = n_envs * n_steps)."""
-    batch_size: int = 1024
-    """Minibatch size."""
-    n_epochs: int = 4
-    """Passes over each rollout."""
-    gamma: float = 1.0
-    """Discount (episodes are one round: at most 8 agent decisions)."""
-    gae_lambda: float = 0.8
-    """GAE lambda (1: plain Monte-Carlo returns, the critic only as a baseline; below 1 the
-    critic's values of later positions stand in for part of the return)."""
-    clip_range: float = 0.2
-    """PPO clip range."""
-    ent_coef_start: float = 0.2
-    """Entropy coefficient at the start; it decays linearly ..."""
-    ent_coef_end: float = 0.001
-    """... to this value at the end of the run."""
-    reward: Literal["margin", "sign"] = "margin"
-    """What a one-round episode pays at its end: margin (own strength minus the opponent's,
-    divided by 18: round points, as the regret counts them) or sign (+1, 0 or -1 for
-    winning, tying or losing the round)."""
-
-    random_start: float = 0.75
-    """Probability that a training round starts after 1 to 6 random moves (played by whoever
-    is to move; the agent then takes the side to move), so that the agent meets positions off
-    the usual paths. Needs --vec-env batched."""
-
-    opponents: OpponentMix = SELF_PLAY
-    """Who the learner plays (see buttonup_env.selfplay). On the command line the default is
-    the preset's mix (see --preset); a TrainConfig made in Python starts from pure self-play."""
-    snapshot_every: int | None = None
-    """Steps between snapshots of the learner added to the opponent pool."""
-    eval_every: int | None = None
-    """Steps between evaluations against the fixed bots."""
-    eval_matches: int | None = None
-    """Matches against each bot in a periodic evaluation."""
-    checkpoint_every: int | None = None
-    """Steps between checkpoints (one is also written on Ctrl-C or kill, and at the end)."""
-    final_eval_matches: int | None = None
-    """Matches against the random bot after training."""
-    ladder: tuple[str, ...] = DEFAULT_LADDER
-    """The reference players each periodic evaluation rates the learner against (Elo, the
-    random bot at 0; see buttonup_env.league)."""
-    ladder_matches: int = 300
-    """Matches against the ladder in each periodic evaluation, shared evenly among its players
-    (0: no rating)."""
-    threads: int = 2
-    """torch threads."""
-    progress: bool = True
-    """Show a progress bar."""
-
+from training.checkpoints import (
+    CheckpointError,
+    check_resume_point,
+    load_weights,
+    read_state,
+    save_checkpoint,
+)
+from training.checkpoints import load_policy as load_checkpoint_policy
+from training.checkpoints import require as require_checkpoint
+from training.common import code_version, fail, plot_learning_curve, read_json
+from training.config import (  # train.X still names them, as before training.config
+    TrainConfig,
+    config_from_json,
+    config_to_json,
+    parse_config,
+    resolve,
+)
+from training.export import checkpoint_training, export_with_card
 
 PERIODIC_EVAL_SEED = 1000
 """Layouts of the periodic evaluations (the same at every evaluation, so rows compare)."""
-
-PRESETS: dict[str, dict[str, float]] = {
-    "full": dict(
-        total_steps=40_000_000,
-        minutes=55,
-        snapshot_every=500_000,
-        eval_every=1_000_000,
-        eval_matches=100,
-        checkpoint_every=1_000_000,
-        final_eval_matches=1000,
-    ),
-    "quick": dict(
-        total_steps=2_000_000,
-        minutes=4,
-        snapshot_every=250_000,
-        eval_every=250_000,
-        eval_matches=50,
-        checkpoint_every=250_000,
-        final_eval_matches=200,
-    ),
-    "smoke": dict(
-        total_steps=4_096,
-        minutes=0,
-        snapshot_every=2_048,
-        eval_every=2_048,
-        eval_matches=4,
-        checkpoint_every=2_048,
-        final_eval_matches=10,
-    ),
-}
-
-
-PRESET_OPPONENTS: dict[str, OpponentMix] = {
-    "full": SELF_PLAY,
-    "quick": SOLVER_MIX,
-    "smoke": SELF_PLAY,
-}
-
-
-def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:
-    """train.py's command line as a TrainConfig (not yet resolved). The opponents' defaults
-    are those of the preset named in ``argv`` (``--opponents.NAME`` flags still override
-    them one by one), so the preset is read first."""
-    preset = "full"  # a missing or bad value: tyro says so below
-    for flag, value in itertools.pairwise([*argv, None]):
-        if flag == "--preset" and value in PRESET_OPPONENTS:
-            preset = value
-        elif flag.startswith("--preset=") and flag[len("--preset=") :] in PRESET_OPPONENTS:
-            preset = flag[len("--preset=") :]
-    default = TrainConfig(preset=preset, opponents=PRESET_OPPONENTS[preset])  # type: ignore[arg-type]
-    return tyro.cli(TrainConfig, args=argv, default=default, **tyro_kwargs)
-
-
-def resolve(config: TrainConfig) -> TrainConfig:
-    """Fill the fields left to the preset, and check the values."""
-    values = {k: v for k, v in PRESETS[config.preset].items() if getattr(config, k) is None}
-    config = dataclasses.replace(config, **values)
-    for name in (
-        "total_steps",
-        "n_envs",
-        "n_steps",
-        "batch_size",
-        "n_epochs",
-        "snapshot_every",
-        "eval_every",
-        "eval_matches",
-        "checkpoint_every",
-        "final_eval_matches",
-        "threads",
-    ):
-        value = getattr(config, name)
-        if value < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if not 0 <= config.seed < 2**32:
-        raise ValueError(f"--seed must be a whole number from 0 to {2**32 - 1}, got {config.seed}")
-    if not (0 <= config.minutes < math.inf):  # type: ignore[operator]
-        raise ValueError(
-            f"--minutes must be >= 0 and finite (0: no time budget), got {config.minutes}"
-        )
-    if not config.hidden or min(config.hidden) < 1:
-        raise ValueError(f"--hidden needs one or more sizes >= 1, got {config.hidden}")
-    ranges = [
-        ("learning_rate", 0 < config.learning_rate < math.inf, "> 0 and finite"),
-        ("gamma", 0 < config.gamma <= 1, "in (0, 1]"),
-        ("gae_lambda", 0 <= config.gae_lambda <= 1, "in [0, 1]"),
-        ("clip_range", 0 < config.clip_range < math.inf, "> 0 and finite"),
-        ("ent_coef_start", 0 <= config.ent_coef_start < math.inf, ">= 0 and finite"),
-        ("ent_coef_end", 0 <= config.ent_coef_end < math.inf, ">= 0 and finite"),
-        (
-            "learning_rate_end",
-            config.learning_rate_end is None or 0 <= config.learning_rate_end < math.inf,
-            ">= 0 and finite",
-        ),
-    ]
-    for name, ok, allowed in ranges:
-        if not ok:
-            raise ValueError(
-                f"--{name.replace('_', '-')} must be {allowed}, got {getattr(config, name)}"
-            )
-    if not 0 <= config.random_start <= 1:
-        raise ValueError(
-            f"--random-start must be a probability in [0, 1], got {config.random_start}"
-        )
-    batched_only = [  # say it; don't drop them silently
-        flag
-        for flag, value in (
-            ("--random-start", config.random_start),
-            ("--opponents.prioritized", config.opponents.prioritized),
-        )
-        if value
-    ]
-    if batched_only and config.vec_env != "batched":
-        raise ValueError(
-            f"{' and '.join(batched_only)} {'need' if len(batched_only) > 1 else 'needs'} "
-            f"--vec-env batched (got --vec-env {config.vec_env}, whose single envs neither "
-            "start rounds at random positions nor report results for prioritized self-play); "
-            f"add {' '.join(flag + ' 0' for flag in batched_only)}"
-        )
-    ladder = check_ladder(config.ladder)  # ValueError naming a bad player
-    if config.ladder_matches and config.ladder_matches < len(ladder):
-        raise ValueError(
-            f"--ladder-matches must be 0 (no rating) or at least one match per ladder player "
-            f"({len(ladder)}), got {config.ladder_matches}"
-        )
-    if config.batch_size > config.n_envs * config.n_steps:
-        raise ValueError(
-            f"--batch-size {config.batch_size} is larger than a rollout "
-            f"(--n-envs x --n-steps = {config.n_envs * config.n_steps})"
-        )
-    return config
 
 
 class PoolEnv(gym.Wrapper):
@@ -396,7 +162,7 @@ def make_model(
         ent_coef=config.ent_coef_start,
         seed=config.seed,
         device="cpu",
-        policy_kwargs=dict(hidden=config.hidden),
+        policy_kwargs=dict(hidden=config.hidden, shared=config.shared, bfloat16=config.bfloat16),
         tensorboard_log=None if tensorboard_log is None else str(tensorboard_log),
     )
 
@@ -410,6 +176,17 @@ def run_progress(config: TrainConfig, steps: int, state: dict) -> float:
     if config.minutes:
         progress = max(progress, state.get("train_seconds", 0.0) / (60 * config.minutes))
     return min(progress, 1.0)
+
+
+def stop_reason(config: TrainConfig, steps: int, state: dict) -> str:
+    """Which budget ended the run, in a sentence."""
+    minutes = state.get("train_seconds", 0.0) / 60
+    if steps >= config.total_steps:  # type: ignore[operator]
+        return f"training stopped: {steps:,} steps done (--total-steps), in {minutes:.1f} minutes"
+    return (
+        f"training stopped: the time budget of {config.minutes:g} minutes is spent (--minutes), "
+        f"at step {steps:,} of {config.total_steps:,}"
+    )
 
 
 def budget_spent(config: TrainConfig, steps: int, state: dict) -> bool:
@@ -471,15 +248,27 @@ class Periodic(BaseCallback):
 
     def _on_training_start(self) -> None:
         if self.config.progress:
+            # in per mille of the run: the bar follows whichever budget binds, steps or minutes
             self.bar = tqdm(
-                total=self.config.total_steps,
-                initial=self.steps,
-                unit="step",
-                unit_scale=True,
+                total=1000,
+                initial=self._permille(),
+                bar_format="{percentage:3.0f}%|{bar}| {desc} [{elapsed}<{remaining}]",
                 dynamic_ncols=True,
                 smoothing=0.05,
                 mininterval=1.0 if sys.stderr.isatty() else 30.0,  # few lines in logs
             )
+            self._describe()
+
+    def _permille(self) -> int:
+        return int(1000 * run_progress(self.config, self.steps, self.state))
+
+    def _describe(self) -> None:
+        """The bar's text: steps of total_steps, and minutes of the budget when there is one."""
+        c = self.config
+        text = f"{self.steps:,}/{c.total_steps:,} steps"
+        if c.minutes:
+            text += f", {self.state.get('train_seconds', 0.0) / 60:.1f}/{c.minutes:g} min"
+        self.bar.set_description_str(text, refresh=False)  # type: ignore[union-attr]
 
     def _on_rollout_start(self) -> None:
         # SB3 calls this after the previous update, so the weights match num_timesteps
@@ -499,7 +288,10 @@ class Periodic(BaseCallback):
 
     def _on_step(self) -> bool:
         if self.bar is not None:
-            self.bar.update(self.steps - self.bar.n)
+            permille = self._permille()
+            if permille > self.bar.n:
+                self._describe()
+                self.bar.update(permille - self.bar.n)
         if self.stop.requested:
             return False
         if self.steps >= self.config.total_steps:
@@ -521,14 +313,14 @@ class Periodic(BaseCallback):
         c = self.config
         path = self.run_dir / "eval_policy.onnx"
         export_onnx(self.model.policy, path, {"steps": self.steps})
-        player = OnnxPolicy(path)
+        player = OnnxPolicy(path)  # evaluate_many plays it as arena.MEASURED, not by its path
         path.unlink()
         row: dict[str, Any] = {
             "steps": self.steps,
             "minutes": round(self.state.get("train_seconds", 0.0) / 60, 2),
         }
-        for name in BOTS:
-            result = evaluate(player, BOTS[name](), c.eval_matches, seed=PERIODIC_EVAL_SEED)
+        results = evaluate_many(player, BOT_NAMES, c.eval_matches, seed=PERIODIC_EVAL_SEED)
+        for name, result in zip(BOT_NAMES, results, strict=True):  # all the matches at once
             row[f"win_rate_{name}"] = result.win_rate
             row[f"regret_{name}"] = result.mean_regret
             self.logger.record(f"eval/win_rate_{name}", result.win_rate)
@@ -549,11 +341,8 @@ class Periodic(BaseCallback):
             save_checkpoint(self.model, self.run_dir, self.state, name="best")
         with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(row) + "\n")
-        plot_learning_curve(
-            self.run_dir / "eval.jsonl", self.run_dir / "learning_curve.png", self.run_dir.name
-        )
         message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
-            f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOTS
+            f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOT_NAMES
         )
         message += f"  Elo {row['elo']:.0f}" if "elo" in row else ""
         (self.bar.write if self.bar is not None else print)(message)
@@ -686,30 +475,6 @@ class Clock(BaseCallback):
         return True
 
 
-def config_to_json(config: TrainConfig) -> dict:
-    data = dataclasses.asdict(config)
-    data["runs_dir"] = str(config.runs_dir)
-    data["resume"] = None
-    return data
-
-
-def config_from_json(data: dict, path: Path | str = "config.json") -> TrainConfig:
-    """A run's saved config (``path``, its ``config.json``), every setting checked: its type,
-    and the rules :func:`resolve` checks for a new run. :class:`CheckpointError` names the file
-    and the first bad setting."""
-    fields = Fields(path)
-    data = {k: v for k, v in data.items() if k not in ("command", "code_version")}
-    config = dataclass_from_json(TrainConfig, data, fields)
-    if config.resume is not None:
-        raise fields.error("resume", str(config.resume), "a run's saved config has null")
-    try:
-        config = resolve(config)
-    except ValueError as error:
-        raise CheckpointError(f"{path} breaks the rules of a training config: {error}") from None
-    check_size(fields, config.encoding, config.hidden, config.n_envs, config.n_steps)  # type: ignore[arg-type]
-    return config
-
-
 # --- main ----------------------------------------------------------------------------------
 
 
@@ -779,21 +544,16 @@ def train(
                     model.learn(
                         remaining, callback=callbacks, reset_num_timesteps=False, tb_log_name="ppo"
                     )
+            except BaseException:  # e.g. a second Ctrl-C, maybe mid-update
+                save_on_exit(model, run_dir, state, stop.requested, broken_off=True)
+                raise
+            else:
+                save_on_exit(model, run_dir, state, stop.requested, broken_off=False)
             finally:
-                point = state.get("resume")
-                if sys.exc_info()[0] is not None:  # e.g. a second Ctrl-C, maybe mid-update:
-                    state.pop("resume", None)  # a resume starts new episodes then
-                elif point is not None and point["n_updates"] != model._n_updates:
-                    state["resume"] = resume_point(model)  # after an update: a rollout's start
-                elif point is not None and stop.requested:
-                    # stopped within a rollout, whose steps reached no update: the checkpoint
-                    # (weights unchanged since) goes back to the rollout's start, where a
-                    # resumed run plays it again exactly
-                    model.num_timesteps = point["steps"]
-                save_checkpoint(model, run_dir, state)
                 venv.close()
             if stop.requested or not budget_spent(config, model.num_timesteps, state):
                 stopped(model, run_dir)
+            print(stop_reason(config, model.num_timesteps, state))
             if state.get("last_eval_steps") != model.num_timesteps:
                 periodic.evaluate()  # the learning curve ends where training did
                 model.logger.dump(model.num_timesteps)
@@ -809,8 +569,38 @@ def train(
     return run_dir
 
 
+def save_on_exit(
+    model: MaskablePPO, run_dir: Path, state: dict, stop_requested: bool, broken_off: bool
+) -> None:
+    """The checkpoint written when ``model.learn`` ends, with the point a resumed run goes on
+    from (``state["resume"]``, kept by :class:`Periodic` at each rollout's start):
+
+    - learn broken off by an exception (a second Ctrl-C, maybe mid-update): no resume point,
+      a resumed run starts new episodes;
+    - an update since the last resume point: a new one, at the start of the next rollout;
+    - stopped (``stop_requested``) within a rollout whose steps reached no update: the step
+      count goes back to the rollout's start (the weights are unchanged since), where a
+      resumed run plays the rollout again exactly.
+    """
+    point = state.get("resume")
+    if broken_off:
+        state.pop("resume", None)
+    elif point is not None and point["n_updates"] != model._n_updates:
+        state["resume"] = resume_point(model)
+    elif point is not None and stop_requested:
+        model.num_timesteps = point["steps"]
+    save_checkpoint(model, run_dir, state)
+
+
+def draw_learning_curve(run_dir: Path) -> None:
+    """``learning_curve.png`` from the run's periodic evaluations (drawn when training stops,
+    not after every evaluation: matplotlib takes about half a second a picture)."""
+    plot_learning_curve(run_dir / "eval.jsonl", run_dir / "learning_curve.png", run_dir.name)
+
+
 def stopped(model: MaskablePPO, run_dir: Path) -> NoReturn:
     """Leave an interrupted run: say how to continue it, exit with 130 (as after Ctrl-C)."""
+    draw_learning_curve(run_dir)
     print(
         f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
         f"  python training/train.py --resume {run_dir}"
@@ -819,15 +609,15 @@ def stopped(model: MaskablePPO, run_dir: Path) -> NoReturn:
 
 
 def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) -> None:
-    """Export the final policy (and the best one) with cards; print the final evaluation."""
+    """Export the final policy and the lowest-regret checkpoint with their cards, each judged
+    against the random and the perfect bot (``final_eval_matches`` matches each), and print
+    the figures."""
+    draw_learning_curve(run_dir)
     config_json = read_json(run_dir / "config.json")
+    matches = config.final_eval_matches
     minutes = round(state.get("train_seconds", 0.0) / 60, 1)
-    final = run_dir / "final.onnx"
-    print(f"\nexporting {final}")
-    training = {"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}
-    export_with_card(
-        model.policy, final, config_json, training, config.final_eval_matches, perfect_matches=0
-    )
+    policies = [(run_dir / "final.onnx", model.policy, model.num_timesteps)]
+    trainings = [{"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}]
     if (run_dir / "checkpoints" / "best.pt").is_file():
         try:
             best_policy, best_state = load_checkpoint_policy(run_dir, "best", config_json)
@@ -835,20 +625,37 @@ def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) 
             fail(str(error))
         training = checkpoint_training(run_dir, "best", best_state["steps"], best_state)
         training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
-        export_with_card(
-            best_policy,
-            run_dir / "best.onnx",
-            config_json,
-            training,
-            random_matches=0,
-            perfect_matches=0,
-            quiet=True,
+        policies.append((run_dir / "best.onnx", best_policy, best_state["steps"]))
+        trainings.append(training)
+    print(
+        f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
+        "matches against the random and the perfect bot each"
+    )
+    rows = []
+    for (path, policy, steps), training in zip(policies, trainings, strict=True):
+        results = export_with_card(
+            policy, path, config_json, training, matches, matches, quiet=True
+        )
+        rows.append((path, steps, results["random"], results["perfect"]))
+    print(
+        f"{'':12s} {'steps':>11s}   {'against random: won, regret':>27s}   "
+        "against perfect: won, regret"
+    )
+    for path, steps, rand, perfect in rows:
+        print(
+            f"{path.name:12s} {steps:>11,}   {rand.wins:>9}/{rand.matches} "
+            f"({100 * rand.win_rate:5.1f}%), {rand.mean_regret:.3f}   {perfect.wins:>9}/"
+            f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}"
         )
     print(
-        f"policy: {final} (card: {final.with_suffix('.json')})\n"
+        "(regret: round points lost per decision against the exact solver's best move; "
+        "0 is perfect play)\n"
+        f"policy: {policies[0][0]} (card: {policies[0][0].with_suffix('.json')})\n"
         f"lowest-regret checkpoint: {run_dir / 'best.onnx'}\n"
-        f"evaluate against the perfect bot with:\n"
-        f"  python training/evaluate.py --model {final} --opponent perfect --matches 500"
+        "judge it with 500 matches against the perfect bot and the exact exploitability:\n"
+        f"  python training/evaluate.py --model {run_dir / 'best.onnx'} --opponent perfect "
+        "--matches 500\n"
+        f"  python training/evaluate.py --model {run_dir / 'best.onnx'} --opponent best-response"
     )
 
 

@@ -54,13 +54,12 @@ import optuna
 import tyro
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import fail, final_figures, first_line, open_storage, safe_url
-from train import OpponentMix, TrainConfig, config_to_json, parse_config, resolve, train
-
-from buttonup_env._cli import run_cli
-from buttonup_env.bots import BOTS
+from buttonup_env.bots import BOT_NAMES
+from buttonup_env.cli import run_cli
+from buttonup_env.selfplay import OpponentMix
+from training.common import fail, final_figures, first_line, open_storage, safe_url
+from training.config import TrainConfig, config_to_json, parse_config, resolve
+from training.train import train
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -614,7 +613,8 @@ def figures_line(final: dict[str, Any]) -> str:
     """A trial's final figures in a few words, for its progress line."""
     parts = [f"regret {final['regret_perfect']:.3f} at step {final['steps']:,}"]
     parts.append(
-        "win rate " + " ".join(f"{name} {100 * final[f'win_rate_{name}']:.0f}%" for name in BOTS)
+        "win rate "
+        + " ".join(f"{name} {100 * final[f'win_rate_{name}']:.0f}%" for name in BOT_NAMES)
     )
     if "exploitability" in final:
         parts.append(f"exploitability {final['exploitability']:.2f}")

@@ -3,6 +3,6 @@
 * :mod:`buttonup_env.web.cli` — the command: options, the default opponent, the address;
 * :mod:`buttonup_env.web.app` — the FastAPI app: the page's files and the JSON API;
 * :mod:`buttonup_env.web.games` — games, players and records, with no HTTP in them;
-* :mod:`buttonup_env.web.models` — the API's request and response models (pydantic);
+* :mod:`buttonup_env.web.schemas` — the API's request and response models (pydantic);
 * ``static/`` — the page: plain HTML, CSS and JavaScript modules, no build step, no network.
 """

@@ -59,7 +59,7 @@ from .games import (
     replay,
 )
 from .guard import MAX_BODY_BYTES, AllowedHosts, RequestGuard
-from .models import (
+from .schemas import (
     HUMAN,
     MAX_TARGET,
     Event,

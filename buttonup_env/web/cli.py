@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..play import _whole_number, parse_arguments
+from ..cli import parse_arguments, whole_number
 
 if TYPE_CHECKING:  # the web extra's packages are imported only once the arguments are read
     from .games import OfferedPlayer, StoredRecord
@@ -57,12 +57,8 @@ class StartError(Exception):
     """Something on the command line cannot be served (the message is one line)."""
 
 
-def _port(text: str) -> int:
-    """An argparse type: a port number, 0 to 65535."""
-    port = _whole_number(0, "port")(text)
-    if port > 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port: use 0 to 65535")
-    return port
+_port = whole_number(0, "port", 65535)
+"""An argparse type: a port number, 0 to 65535."""
 
 
 def build_parser() -> argparse.ArgumentParser:

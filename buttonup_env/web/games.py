@@ -4,7 +4,7 @@ A :class:`Game` is a :class:`~buttonup_env.match.Match` with a player for each c
 (moves come from the page) or a bot or policy (moves come from its ``act``). When a person
 plays, the bots answer by themselves; when only bots play (watch mode) each of their moves waits
 for :meth:`Game.step`, so the page sets the pace. Everything a game says comes from
-:mod:`buttonup_env.play`, so it reads as the terminal game does.
+:mod:`buttonup_env.narration`, so it reads as the terminal game does.
 
 :class:`GameStore` keeps the games in memory under unguessable ids, at most ``max_games`` of
 them: a new game pushes out the one left unused the longest.
@@ -22,22 +22,22 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..bots import BOTS, Player, graded_name, graded_p, make_bot
+from ..bots import BOT_NAMES, Player, graded_name, graded_p, make_bot
 from ..match import Match
-from ..play import (
+from ..narration import (
+    Move,
     describe_move,
     hint_line,
-    load_opponent,
     match_summary,
     round_summary,
-    sown,
     starter_line,
 )
+from ..play import load_opponent
 from ..records import InvalidRecord, read_records, replay_match, replay_round
 from ..render import COLOR_NAMES
 from ..rules import COLORS, DEFAULT_TARGET, Color, State, is_whole_number, parse_board
 from ..solver import move_values
-from .models import (
+from .schemas import (
     HUMAN,
     Drop,
     Event,
@@ -89,7 +89,7 @@ def _bot_key(spec: str) -> str | None:
     """The key of the bot or graded bot ``spec`` names (``perfect-0.50``: ``perfect-0.5``),
     None for a policy. Raises ``ValueError`` for ``perfect-`` and no probability."""
     name = spec.lower()
-    if name in BOTS:
+    if name in BOT_NAMES:
         return name
     p = graded_p(name)
     return None if p is None else graded_name(p)
@@ -105,7 +105,7 @@ def _taken(key: str, keys: set[str]) -> bool:
 
 
 def _bot_label(key: str, levels: tuple[str, ...]) -> str:
-    if key in BOTS:
+    if key in BOT_NAMES:
         return f"the {key} bot"
     percent = f"{100 * (graded_p(key) or 0.0):g}%"
     if key in levels:
@@ -189,17 +189,17 @@ def move_event(
     before: State, slot: int, after: State, round_number: int, human: Color | None
 ) -> Event:
     """The event of ``before.to_move`` lifting ``slot``."""
-    extra_turn = not after.round_over and after.to_move == before.to_move
+    move = Move(before, slot, after)
     return Event(
         kind="move",
         text=describe_move(before, slot, after, human),
         state=state_view(after, round_number),
         move=MoveView(
-            mover=before.to_move,
+            mover=move.mover,
             slot=slot,
-            lifted=before.board[slot],
-            drops=[Drop(slot=s, buttons=b) for s, b in sown(before, slot, after)],
-            extra_turn=extra_turn,
+            lifted=move.lifted,
+            drops=[Drop(slot=s, buttons=b) for s, b in move.drops],
+            extra_turn=move.extra_turn,
         ),
     )
 

@@ -25,7 +25,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from buttonup_env import solver
-from buttonup_env.bots import BOTS, PerfectBot
+from buttonup_env.bots import BOT_NAMES, PerfectBot, make_bot
 from buttonup_env.encoding import ENCODINGS
 from buttonup_env.nets import RingPolicy
 from buttonup_env.policy import SB3Policy
@@ -37,7 +37,7 @@ class BotMix:
     """A different bot (among ``names``) every episode."""
 
     def __init__(self, names: list[str]) -> None:
-        self.bots = [BOTS[name]() for name in names]
+        self.bots = [make_bot(name) for name in names]
         self.current = self.bots[0]
 
     def reset(self, rng: np.random.Generator) -> None:
@@ -82,9 +82,11 @@ def main() -> None:
     p.add_argument("--out", default=None, help="save the model here (.zip)")
     args = p.parse_args()
     names = args.opponents.split("+")
-    unknown = sorted(set(names) - set(BOTS))
+    unknown = sorted(set(names) - set(BOT_NAMES))
     if unknown:
-        p.error(f"--opponents: unknown bot(s) {unknown}; choose from {sorted(BOTS)} joined by +")
+        p.error(
+            f"--opponents: unknown bot(s) {unknown}; choose from {sorted(BOT_NAMES)} joined by +"
+        )
     if not args.minutes > 0:
         p.error(f"--minutes must be > 0, got {args.minutes}")
     th.set_num_threads(2)

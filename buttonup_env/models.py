@@ -1,16 +1,18 @@
-"""The policies shipped inside the package, loadable by name.
+"""The policies shipped with the package, loadable by name.
 
-Every ``NAME.onnx`` in this folder (``buttonup_env/models/`` in the repository, installed with
-the package) is a shipped policy called ``NAME``, with its model card ``NAME.json`` beside it:
+Every ``NAME.onnx`` in :data:`SHIPPED_DIR` (``models/`` at the top of the repository, installed
+with the package as ``buttonup_env/shipped/``) is a shipped policy called ``NAME``, with its
+model card ``NAME.json`` beside it:
 ``buttonup_env.load_policy("buttonup-ppo")``, ``gymnasium.make("ButtonUp-v0",
 opponent="buttonup-ppo")`` and ``buttonup-play --opponent buttonup-ppo`` all find it here.
 
-To ship a new policy, export it into this folder from a clone of the repository::
+To ship a new policy, export it into ``models/`` from a clone of the repository::
 
-    python training/export.py runs/NAME --which best --out buttonup_env/models/buttonup-ppo.onnx
+    python training/export.py runs/NAME --which best --out models/buttonup-ppo.onnx
 
-which writes the ``.onnx`` file and its ``.json`` card; both are package data
-(``pyproject.toml``), so the next wheel carries them.
+which writes the ``.onnx`` file and its ``.json`` card; ``pyproject.toml`` makes the folder
+package data (``buttonup_env.shipped``), so the next wheel carries them: one copy of each file
+in the repository, one in the wheel.
 
 ``league.json`` holds the ratings of the bots, the graded bots and the shipped policies from one
 league (``training/league.py``; the command that made it is inside), which the web app shows
@@ -23,8 +25,12 @@ import json
 import math
 from pathlib import Path
 
-SHIPPED_DIR = Path(__file__).resolve().parent
-"""The folder holding the shipped policies and their cards."""
+_INSTALLED = Path(__file__).resolve().parent / "shipped"  # in an installed wheel
+_CLONE = Path(__file__).resolve().parent.parent / "models"  # in the repository (pip install -e)
+
+SHIPPED_DIR = _INSTALLED if _INSTALLED.is_dir() else _CLONE
+"""The folder holding the shipped policies and their cards: ``models/`` in the repository,
+``buttonup_env/shipped/`` in an installed wheel."""
 
 
 def shipped_policies() -> list[str]:

@@ -1,0 +1,114 @@
+"""``buttonup_env.arena``'s measurements: regret, margins and wins, held to the rules engine and
+the solver (the match loop itself is tested in test_league.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from buttonup_env import load_policy, solver
+from buttonup_env.arena import BotPlayer, evaluate_many, play_matches, play_pairs
+from buttonup_env.bots import PerfectBot
+from buttonup_env.evaluation import evaluate
+from buttonup_env.rules import COLORS, LAYOUTS, State
+
+
+class Recording:
+    """A batched player that writes down every call (for matches played one at a time)."""
+
+    def __init__(self, inner: BotPlayer, log: list[tuple], first: bool) -> None:
+        self.inner, self.log, self.first, self.name = inner, log, first, inner.name
+
+    def choose(self, boards, mover, score, target, uniforms):  # type: ignore[no-untyped-def]
+        slots = self.inner.choose(boards, mover, score, target, uniforms)
+        assert len(boards) == 1, "one match at a time here"
+        self.log.append((self.first, int(boards[0]), int(mover[0]), int(slots[0])))
+        return slots
+
+
+@pytest.mark.parametrize("names", [("random", "greedy"), ("greedy", "perfect-0.3")])
+def test_the_regret_and_margin_of_the_first_player_are_the_solvers(names: tuple[str, str]) -> None:
+    """Matches replayed with the rules engine and the solver: the first player's regret per
+    decision by move of the round, its round margin and its wins."""
+    for seed in range(10):
+        log: list[tuple] = []
+        a = Recording(BotPlayer(names[0]), log, True)
+        b = Recording(BotPlayer(names[1]), log, False)
+        (result,) = play_pairs([a, b], [(0, 1)], 1, seed=seed, target=7)
+        seat = "R"  # match 0: the first player is Red and Red starts
+        state = None
+        regret = np.zeros(8)
+        decisions = np.zeros(8, dtype=int)
+        margin = 0
+        for first, board, mover, slot in log:
+            if state is None:
+                state = State.new_round(LAYOUTS[board], "R", target=7)
+            elif state.round_over:
+                state = state.next_round(LAYOUTS[board])  # the starting rule
+            assert COLORS[mover] == state.to_move and first == (state.to_move == seat)
+            if first:
+                values = solver.move_values(state)
+                move = 9 - state.stacks
+                regret[move] += max(values.values()) - values[slot]
+                decisions[move] += 1
+            state = state.play(slot)
+            if state.round_over:
+                strength = state.strength
+                margin += strength[seat] - strength["B"]
+        assert state is not None and state.match_over
+        assert result.wins_a == int(state.winner == seat)
+        assert result.decisions_by_move == decisions.tolist()
+        assert result.regret_by_move == pytest.approx(regret.tolist())
+        assert result.margin_a == margin
+        figures = result.evaluation()
+        assert figures.mean_regret == pytest.approx(regret.sum() / decisions.sum())
+        assert figures.mean_round_margin == pytest.approx(margin / result.rounds)
+
+
+def test_the_perfect_bot_has_no_regret_and_beats_the_random_bot() -> None:
+    result = play_matches("perfect", "random", 200, seed=0)
+    assert result.mean_regret == 0.0
+    assert result.win_rate == 1.0
+    assert result.mean_round_margin > 0
+    assert all(r == 0.0 for r in result.regret_by_move)
+
+
+def test_figures_agree_with_evaluate() -> None:
+    """The shipped agent against the perfect bot: the measure of the one-match-at-a-time
+    evaluation, on other layouts (so within sampling error, not equal)."""
+    policy = load_policy("buttonup-ppo")
+    batched = play_matches(policy, "perfect", 400, seed=5)
+    single = evaluate(policy, PerfectBot(), 100, seed=5)
+    assert abs(batched.mean_regret - single.mean_regret) < 0.02
+    assert abs(batched.win_rate - single.win_rate) < 0.2
+    assert batched.decisions == sum(batched.decisions_by_move) > 0
+
+
+def test_evaluate_many_plays_each_opponent_as_play_matches_does() -> None:
+    together = evaluate_many("greedy", ["random", "perfect"], 30, seed=2)
+    alone = [play_matches("greedy", name, 30, seed=2) for name in ("random", "perfect")]
+    for a, b in zip(together, alone, strict=True):
+        assert (a.wins, a.rounds, a.mean_regret) == (b.wins, b.rounds, b.mean_regret)
+    with pytest.raises(ValueError, match="at least one opponent"):
+        evaluate_many("greedy", [], 10)
+
+
+def test_the_measured_policys_file_path_does_not_change_its_matches(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Training evaluates its learner from a file in the run's folder: two runs with one seed
+    in two folders must play the same matches."""
+    import shutil
+
+    from buttonup_env.models import shipped_policy_path
+
+    paths = []
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        paths.append(shutil.copy(shipped_policy_path("buttonup-ppo"), tmp_path / folder / "p.onnx"))
+    first, second = (evaluate_many(load_policy(p), ["random", "greedy"], 20, seed=3) for p in paths)
+    for a, b in zip(first, second, strict=True):
+        assert (a.wins, a.rounds, a.decisions, a.regret_by_move) == (
+            b.wins,
+            b.rounds,
+            b.decisions,
+            b.regret_by_move,
+        )

@@ -1,0 +1,283 @@
+"""What a training run is made of: :class:`TrainConfig` (the flags of ``training/train.py``,
+each with its docstring), the presets that fill the budgets left unset, the checks of
+:func:`resolve`, and a run's ``config.json`` written and read back.
+
+``train.py`` trains with it; ``tune.py`` builds its trials from it; the benchmarks measure
+it. Change a default here and every one of them follows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import tyro
+
+from buttonup_env.league import DEFAULT_LADDER, check_ladder
+from buttonup_env.nets import fast_bfloat16
+from buttonup_env.selfplay import OpponentMix
+from training.checkpoints import CheckpointError, Fields, check_size, dataclass_from_json
+
+SELF_PLAY = OpponentMix(snapshots=1.0, perfect=0.0, greedy=0.0, random=0.0, prioritized=2.0)
+"""The default opponents, of every preset: pure self-play. Only the learner's own snapshots
+play; half of the time the newest, otherwise an older one by prioritized fictitious self-play
+(weight (1 - the learner's recent score against it) ** 2)."""
+
+SOLVER_MIX = OpponentMix(snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, prioritized=0.0)
+"""A mix with the solver (the quick preset's opponents before pure self-play became fast
+enough): the perfect bot in 80% of the episodes, snapshots in 10%, the greedy and random bots
+in 5% each. Pass it weight by weight (``--opponents.perfect 0.8 ...``); the solver still never
+enters the loss or reward."""
+
+
+@dataclass
+class TrainConfig:
+    """Self-play MaskablePPO on ButtonUp-v0 (afterstates encoding, one round per episode)."""
+
+    preset: Literal["full", "quick", "smoke"] = "full"
+    """full: the shipped agent's run (15 minutes); quick: 5 minutes, the README's quick start;
+    smoke: seconds, for tests. A preset sets total_steps, minutes, the eval, snapshot and
+    checkpoint intervals and the eval sizes; any of those flags given on the command line
+    (before or after --preset) overrides the preset's value. Every preset trains by pure
+    self-play (see --opponents)."""
+    total_steps: int | None = None
+    """Environment steps (agent decisions) to train for (default: from the preset)."""
+    minutes: float | None = None
+    """Training time budget: stop after this many minutes of training (periodic evaluations
+    included, counted across resumes) even before total_steps; 0: no time budget (default:
+    from the preset). The entropy schedule follows whichever budget is further along."""
+    seed: int = 0
+    """Seed of the networks, the envs and the opponents' draws."""
+    run_name: str | None = None
+    """Folder name under runs_dir (default: PRESET-sSEED-DATE-TIME)."""
+    runs_dir: Path = Path("runs")
+    """Where run folders are made."""
+    resume: Path | None = None
+    """Continue the run in this folder from its last checkpoint (other flags are ignored)."""
+
+    encoding: Literal["afterstates", "ring"] = "afterstates"
+    """What the policy sees (buttonup_env.encoding): afterstates (the ring after each legal
+    move) or ring (the ring seen from each legal move)."""
+    n_envs: int = 256
+    """Environments stepped together."""
+    vec_env: Literal["batched", "dummy", "subproc"] = "batched"
+    """batched: one ButtonUpVectorEnv stepping all envs with array operations
+    (buttonup_env.vector); dummy: ButtonUp-v0 envs one after the other in this process;
+    subproc: one process per ButtonUp-v0 env."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Sizes of the per-view hidden layers of actor and critic."""
+    shared: bool = True
+    """Actor and critic share their per-view hidden layers (half the arithmetic of separate
+    ones; --no-shared: separate layers, as the earlier recipe had)."""
+    bfloat16: bool = dataclasses.field(default_factory=fast_bfloat16)
+    """Multiply in bfloat16 in the network's per-view layers (see buttonup_env.nets.RingPolicy).
+    The default is True where the CPU does it in hardware (buttonup_env.nets.fast_bfloat16:
+    there updates run about 1.5 times as fast), False elsewhere (emulated, slower)."""
+    learning_rate: float = 2e-3
+    """Adam learning rate (at the start, if --learning-rate-end is given)."""
+    learning_rate_end: float | None = None
+    """If given, the learning rate decays linearly to this value over the run, as the entropy
+    coefficient does (default: a constant learning rate)."""
+    n_steps: int = 16
+    """Steps per env per rollout (rollout = n_envs * n_steps)."""
+    batch_size: int = 1024
+    """Minibatch size."""
+    n_epochs: int = 4
+    """Passes over each rollout."""
+    gamma: float = 1.0
+    """Discount (episodes are one round: at most 8 agent decisions)."""
+    gae_lambda: float = 0.8
+    """GAE lambda (1: plain Monte-Carlo returns, the critic only as a baseline; below 1 the
+    critic's values of later positions stand in for part of the return)."""
+    clip_range: float = 0.2
+    """PPO clip range."""
+    ent_coef_start: float = 0.2
+    """Entropy coefficient at the start; it decays linearly ..."""
+    ent_coef_end: float = 0.001
+    """... to this value at the end of the run."""
+    reward: Literal["margin", "sign"] = "margin"
+    """What a one-round episode pays at its end: margin (own strength minus the opponent's,
+    divided by 18: round points, as the regret counts them) or sign (+1, 0 or -1 for
+    winning, tying or losing the round)."""
+
+    random_start: float = 0.75
+    """Probability that a training round starts after 1 to 6 random moves (played by whoever
+    is to move; the agent then takes the side to move), so that the agent meets positions off
+    the usual paths. Needs --vec-env batched."""
+
+    opponents: OpponentMix = SELF_PLAY
+    """Who the learner plays (see buttonup_env.selfplay); by default pure self-play, the
+    learner's own snapshots only."""
+    snapshot_every: int | None = None
+    """Steps between snapshots of the learner added to the opponent pool."""
+    eval_every: int | None = None
+    """Steps between evaluations against the fixed bots."""
+    eval_matches: int | None = None
+    """Matches against each bot in a periodic evaluation."""
+    checkpoint_every: int | None = None
+    """Steps between checkpoints (one is also written on Ctrl-C or kill, and at the end)."""
+    final_eval_matches: int | None = None
+    """Matches against the random bot after training."""
+    ladder: tuple[str, ...] = DEFAULT_LADDER
+    """The reference players each periodic evaluation rates the learner against (Elo, the
+    random bot at 0; see buttonup_env.league)."""
+    ladder_matches: int = 300
+    """Matches against the ladder in each periodic evaluation, shared evenly among its players
+    (0: no rating)."""
+    threads: int = 1
+    """torch threads (1: fastest on a shared 2-core machine, where a second thread waits on
+    the other processes more than it helps)."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+PRESETS: dict[str, dict[str, float]] = {
+    "full": dict(
+        total_steps=100_000_000,
+        minutes=14.5,
+        snapshot_every=500_000,
+        eval_every=1_000_000,
+        eval_matches=200,
+        checkpoint_every=1_000_000,
+        final_eval_matches=1000,
+    ),
+    "quick": dict(
+        total_steps=100_000_000,
+        minutes=4.5,
+        snapshot_every=250_000,
+        eval_every=500_000,
+        eval_matches=200,
+        checkpoint_every=500_000,
+        final_eval_matches=200,
+    ),
+    "smoke": dict(
+        total_steps=4_096,
+        minutes=0,
+        snapshot_every=2_048,
+        eval_every=2_048,
+        eval_matches=4,
+        checkpoint_every=2_048,
+        final_eval_matches=10,
+    ),
+}
+
+
+def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:
+    """train.py's command line as a TrainConfig (not yet resolved: the preset fills the fields
+    left unset in resolve)."""
+    return tyro.cli(TrainConfig, args=argv, **tyro_kwargs)
+
+
+def resolve(config: TrainConfig) -> TrainConfig:
+    """Fill the fields left to the preset, and check the values."""
+    values = {k: v for k, v in PRESETS[config.preset].items() if getattr(config, k) is None}
+    config = dataclasses.replace(config, **values)
+    for name in (
+        "total_steps",
+        "n_envs",
+        "n_steps",
+        "batch_size",
+        "n_epochs",
+        "snapshot_every",
+        "eval_every",
+        "eval_matches",
+        "checkpoint_every",
+        "final_eval_matches",
+        "threads",
+    ):
+        value = getattr(config, name)
+        if value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if not 0 <= config.seed < 2**32:
+        raise ValueError(f"--seed must be a whole number from 0 to {2**32 - 1}, got {config.seed}")
+    if not (0 <= config.minutes < math.inf):  # type: ignore[operator]
+        raise ValueError(
+            f"--minutes must be >= 0 and finite (0: no time budget), got {config.minutes}"
+        )
+    if not config.hidden or min(config.hidden) < 1:
+        raise ValueError(f"--hidden needs one or more sizes >= 1, got {config.hidden}")
+    ranges = [
+        ("learning_rate", 0 < config.learning_rate < math.inf, "> 0 and finite"),
+        ("gamma", 0 < config.gamma <= 1, "in (0, 1]"),
+        ("gae_lambda", 0 <= config.gae_lambda <= 1, "in [0, 1]"),
+        ("clip_range", 0 < config.clip_range < math.inf, "> 0 and finite"),
+        ("ent_coef_start", 0 <= config.ent_coef_start < math.inf, ">= 0 and finite"),
+        ("ent_coef_end", 0 <= config.ent_coef_end < math.inf, ">= 0 and finite"),
+        (
+            "learning_rate_end",
+            config.learning_rate_end is None or 0 <= config.learning_rate_end < math.inf,
+            ">= 0 and finite",
+        ),
+    ]
+    for name, ok, allowed in ranges:
+        if not ok:
+            raise ValueError(
+                f"--{name.replace('_', '-')} must be {allowed}, got {getattr(config, name)}"
+            )
+    if not 0 <= config.random_start <= 1:
+        raise ValueError(
+            f"--random-start must be a probability in [0, 1], got {config.random_start}"
+        )
+    batched_only = [  # say it; don't drop them silently
+        flag
+        for flag, value in (
+            ("--random-start", config.random_start),
+            ("--opponents.prioritized", config.opponents.prioritized),
+        )
+        if value
+    ]
+    if batched_only and config.vec_env != "batched":
+        raise ValueError(
+            f"{' and '.join(batched_only)} {'need' if len(batched_only) > 1 else 'needs'} "
+            f"--vec-env batched (got --vec-env {config.vec_env}, whose single envs neither "
+            "start rounds at random positions nor report results for prioritized self-play); "
+            f"add {' '.join(flag + ' 0' for flag in batched_only)}"
+        )
+    ladder = check_ladder(config.ladder)  # ValueError naming a bad player
+    if config.ladder_matches and config.ladder_matches < len(ladder):
+        raise ValueError(
+            f"--ladder-matches must be 0 (no rating) or at least one match per ladder player "
+            f"({len(ladder)}), got {config.ladder_matches}"
+        )
+    if config.batch_size > config.n_envs * config.n_steps:
+        raise ValueError(
+            f"--batch-size {config.batch_size} is larger than a rollout "
+            f"(--n-envs x --n-steps = {config.n_envs * config.n_steps})"
+        )
+    return config
+
+
+def config_to_json(config: TrainConfig) -> dict:
+    data = dataclasses.asdict(config)
+    data["runs_dir"] = str(config.runs_dir)
+    data["resume"] = None
+    return data
+
+
+SETTINGS_OLDER_RUNS_LACK = dict(
+    shared=False, bfloat16=False, ladder=list(DEFAULT_LADDER), ladder_matches=0
+)
+"""Settings added after some runs were made, with the value that trained a run whose
+config.json lacks them (separate float32 layers, no ladder rating), so --resume continues it."""
+
+
+def config_from_json(data: dict, path: Path | str = "config.json") -> TrainConfig:
+    """A run's saved config (``path``, its ``config.json``), every setting checked: its type,
+    and the rules :func:`resolve` checks for a new run. ``CheckpointError``
+    (training.checkpoints) names the file and the first bad setting."""
+    fields = Fields(path)
+    data = {k: v for k, v in data.items() if k not in ("command", "code_version")}
+    if isinstance(data, dict):
+        data = {**SETTINGS_OLDER_RUNS_LACK, **data}
+    config = dataclass_from_json(TrainConfig, data, fields)
+    if config.resume is not None:
+        raise fields.error("resume", str(config.resume), "a run's saved config has null")
+    try:
+        config = resolve(config)
+    except ValueError as error:
+        raise CheckpointError(f"{path} breaks the rules of a training config: {error}") from None
+    check_size(fields, config.encoding, config.hidden, config.n_envs, config.n_steps)  # type: ignore[arg-type]
+    return config
