@@ -37,7 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .bots import BOT_NAMES, GRADED_PREFIX, graded_name, graded_p
-from .encoding import ENCODINGS, MAX_LEGAL
+from .encoding import MAX_LEGAL
 from .evaluation import EvaluationResult, wilson_interval
 from .models import shipped_policies
 from .rules import (
@@ -49,7 +49,7 @@ from .rules import (
     check_target,
     is_whole_number,
 )
-from .tables import RED, GameTables, game_tables
+from .tables import GameTables, game_tables
 
 UNIFORMS = 2
 """Random numbers a player may use for each move (in ``[0, 1)``; see :class:`BatchedPlayer`)."""
@@ -131,43 +131,6 @@ class BotPlayer:
         return f"BotPlayer({self.name!r})"
 
 
-def observations(
-    tables: GameTables,
-    encoding: str,
-    boards: np.ndarray,
-    own: np.ndarray,
-    score: np.ndarray,
-    target: int,
-) -> np.ndarray:
-    """Observations of ``boards`` in ``encoding`` from the side of ``own`` (0 Red, 1 Black, one
-    per board), with the match ``score`` (Red's then Black's points) for the ``slots``
-    encoding: the same floats as :mod:`buttonup_env.encoding` gives for those positions.
-
-    It reads the tables as :meth:`buttonup_env.vector.ButtonUpVectorEnv.encode` does, for
-    boards that are not inside an env.
-    """
-    t = tables
-    n = len(boards)
-    if encoding == "slots":
-        obs = np.empty((n, ENCODINGS["slots"].size), dtype=np.float32)
-        rows = t.boards[boards] + (own * len(t.stacks))[:, None]  # (own, stack) flattened
-        np.take(
-            t.flat_planes, rows, axis=0, out=obs[:, :243].reshape(n, NUM_SLOTS, -1), mode="clip"
-        )
-        mine = np.where(own == RED, score[:, 0], score[:, 1])
-        theirs = np.where(own == RED, score[:, 1], score[:, 0])
-        obs[:, 243] = np.minimum(mine / target, 1.0)  # the division in float64, as the encoding
-        obs[:, 244] = np.minimum(theirs / target, 1.0)
-        obs[:, 245] = 1.0 / target
-        return obs
-    views = t.afterstate_views if encoding == "afterstates" else t.ring_views
-    rows = views[boards] + (own * len(t.stacks))[:, None, None]
-    planes = t.flat_planes[rows].reshape(n, MAX_LEGAL, -1)
-    if encoding == "afterstates":
-        planes = np.concatenate([planes, t.afterstate_flags[boards]], axis=2)
-    return planes.reshape(n, -1)
-
-
 class PolicyPlayer:
     """An exported policy (anything with ``logits(obs)`` and an ``encoding``, as
     :func:`buttonup_env.load_policy` gives): one inference for all the matches where it is to
@@ -191,7 +154,7 @@ class PolicyPlayer:
     ) -> np.ndarray:
         """The policy's best legal slot in each position (the uniforms are not used)."""
         t = self.tables
-        obs = observations(t, self.encoding, boards, mover, score, target)
+        obs = t.observations(self.encoding, boards, mover, score, target)
         logits = np.asarray(self.policy.logits(obs), dtype=np.float64)
         legal = t.legal[boards] if self.encoding == "slots" else t.legal_views_int8[boards] > 0
         action = np.where(legal, logits, -np.inf).argmax(axis=1)

@@ -447,27 +447,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             out = np.empty((len(rows), ENCODING_SIZES[encoding]), dtype=np.float32)
             self._compiled_encode(encoding, rows, own, out, scatter=False)
             return out
-        t = self.tables
-        boards = self._board[idx]
-        n = len(boards)
-        if encoding == "slots":
-            obs = np.empty((n, ENCODING_SIZES["slots"]), dtype=np.float32)
-            rows = t.boards[boards] + (own * len(t.stacks))[:, None]  # (own, stack) flattened
-            np.take(t.flat_planes, rows, axis=0, out=obs[:, :243].reshape(n, 9, -1), mode="clip")
-            score = self._score[idx]
-            mine = np.where(own == RED, score[:, 0], score[:, 1])
-            theirs = np.where(own == RED, score[:, 1], score[:, 0])
-            # as ButtonUp-v0: the division in float64, then float32
-            obs[:, 243] = np.minimum(mine / self.target, 1.0)
-            obs[:, 244] = np.minimum(theirs / self.target, 1.0)
-            obs[:, 245] = 1.0 / self.target
-            return obs
-        views = t.afterstate_views if encoding == "afterstates" else t.ring_views
-        rows = views[boards] + (own * len(t.stacks))[:, None, None]
-        planes = t.flat_planes[rows].reshape(n, MAX_LEGAL, -1)
-        if encoding == "afterstates":
-            planes = np.concatenate([planes, t.afterstate_flags[boards]], axis=2)
-        return planes.reshape(n, -1)
+        return self.tables.observations(
+            encoding, self._board[idx], own, self._score[idx], self.target
+        )
 
     def _observe(self, idx: np.ndarray | slice) -> np.ndarray:
         """The agents' observations of the envs ``idx``."""

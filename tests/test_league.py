@@ -22,7 +22,6 @@ from buttonup_env.arena import (
     PairResult,
     PolicyPlayer,
     make_player,
-    observations,
     play_pairs,
     player_specs,
 )
@@ -76,8 +75,8 @@ def test_observations_from_board_numbers_are_the_encodings(encoding: str) -> Non
     states = positions(0, 300)
     boards, _, score = board_numbers(states)
     for own in (0, 1):
-        got = observations(
-            game_tables(), encoding, boards, np.full(len(states), own), score, target=15
+        got = game_tables().observations(
+            encoding, boards, np.full(len(states), own), score, target=15
         )
         expected = np.stack([ENCODINGS[encoding].encode(s, COLORS[own]) for s in states])
         assert got.dtype == np.float32 and np.array_equal(got, expected)

@@ -933,10 +933,18 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
         ("benchmarks/bench_env.py", ["--repeats", "0"], "--steps and --repeats must be >= 1"),
         ("benchmarks/bench_training.py", ["--steps", "-1"], "--steps and --repeats must be >= 1"),
         ("benchmarks/bench_solver.py", ["--repeats", "0"], "--repeats must be >= 1"),
+        ("benchmarks/bench_network.py", ["--batch", "0"], "--batch, --hidden and --repeats"),
         ("training/experiments/sweep.py", ["--minutes", "0"], "--minutes must be > 0"),
         ("training/experiments/sweep.py", ["--opponents", "perfect+randm"], "['randm']"),
     ],
-    ids=["bench_env", "bench_training", "bench_solver", "sweep minutes", "sweep opponents"],
+    ids=[
+        "bench_env",
+        "bench_training",
+        "bench_solver",
+        "bench_network",
+        "sweep minutes",
+        "sweep opponents",
+    ],
 )
 def test_benchmark_and_experiment_scripts_refuse_bad_arguments(
     script: str, args: list[str], message: str

@@ -379,10 +379,12 @@ def plot_time_to_quality(groups: dict[str, list[Run]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
+    shown = [*QUALITY_LEVELS]  # the y range holds every level and every regret drawn
     for index, (group, runs) in enumerate(groups.items()):
         for k, run in enumerate(runs):
             rows = [row for row in run.evals if row["regret_perfect"] > 0]
             regret = [row["regret_perfect"] for row in rows]
+            shown += regret
             label = group if k == 0 else None
             style = dict(color=f"C{index}", marker=".", lw=1, label=label)
             if all(row.get("minutes") is not None for row in rows):
@@ -390,6 +392,7 @@ def plot_time_to_quality(groups: dict[str, list[Run]], path: Path) -> None:
             by_steps.plot([row["steps"] / 1e6 for row in rows], regret, **style)
     for ax, xlabel in ((by_time, "training minutes"), (by_steps, "environment steps (millions)")):
         ax.set(xlabel=xlabel, ylabel="regret against the perfect bot", yscale="log")
+        ax.set_ylim(min(shown) / 1.5, max(shown) * 1.5)
         for level in QUALITY_LEVELS:
             ax.axhline(level, color="grey", lw=0.6, ls=":")
         ax.grid(True, lw=0.3, which="both")
