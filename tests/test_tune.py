@@ -220,7 +220,7 @@ def test_a_worker_killed_mid_trial_leaves_it_failed_and_the_study_goes_on(tmp_pa
     victim = start_worker(args)
     first = runs / "killed" / "trial-0000"
     deadline = time.monotonic() + 300
-    while not (first / "checkpoints" / "latest.zip").exists():  # mid-trial
+    while not (first / "checkpoints" / "latest.json").exists():  # mid-trial (.pt, then .json)
         assert victim.poll() is None, victim.communicate()
         assert time.monotonic() < deadline, "no checkpoint after 300 s"
         time.sleep(0.05)
