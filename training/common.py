@@ -260,3 +260,13 @@ def final_figures(run_dir: Path, evals: list[dict[str, Any]], measure: bool) -> 
 
         final["exploitability"] = exploitability(load_policy(policy)).exploitability
     return final
+
+
+def check_output_files(*options: tuple[str, Path | None]) -> None:
+    """``ValueError`` with one sentence for an output file (``(flag, path)``, None: not asked)
+    that cannot be written: its folder is missing, or the path is a folder."""
+    for option, path in options:
+        if path is not None and not path.parent.is_dir():
+            raise ValueError(f"{option} {path}: the folder {path.parent} does not exist")
+        if path is not None and path.is_dir():
+            raise ValueError(f"{option} {path} is a folder; give the file to write")

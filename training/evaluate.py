@@ -40,6 +40,7 @@ from buttonup_env.models import shipped_policies
 from buttonup_env.policy import load_policy
 from buttonup_env.records import write_records
 from buttonup_env.rules import LAYOUTS, MAX_TARGET
+from training.common import check_output_files
 
 
 @dataclass
@@ -112,11 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--target must be >= 1 and <= {MAX_TARGET}, got {args.target}")
         if args.seed < 0:
             raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
-        for option, path in (("--json", args.json), ("--record", args.record)):
-            if path is not None and not path.parent.is_dir():
-                raise ValueError(f"{option} {path}: the folder {path.parent} does not exist")
-            if path is not None and path.is_dir():
-                raise ValueError(f"{option} {path} is a folder; give the file to write")
+        check_output_files(("--json", args.json), ("--record", args.record))
         model = make_player(args.model, args.trusted)
         if args.opponent == BEST_RESPONSE:
             return best_response(args, model)

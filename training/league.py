@@ -34,7 +34,7 @@ from tqdm import tqdm
 from buttonup_env.arena import make_player, play_pairs, player_specs
 from buttonup_env.cli import run_cli
 from buttonup_env.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
-from training.common import code_version
+from training.common import check_output_files, code_version
 
 
 @dataclass
@@ -83,11 +83,7 @@ def check(args: LeagueArgs) -> None:
             raise ValueError(f"{option} must be a whole number >= {low}, got {value}")
     if not 0 < args.prior < float("inf"):
         raise ValueError(f"--prior must be a number of matches > 0, got {args.prior}")
-    for option, path in (("--json", args.json), ("--plot", args.plot)):
-        if path is not None and not path.parent.is_dir():
-            raise ValueError(f"{option} {path}: the folder {path.parent} does not exist")
-        if path is not None and path.is_dir():
-            raise ValueError(f"{option} {path} is a folder; give the file to write")
+    check_output_files(("--json", args.json), ("--plot", args.plot))
 
 
 def plot_ladder(table: LeagueTable, path: Path, title: str = "") -> None:
