@@ -56,8 +56,6 @@ class OpponentMix:
     prioritized: float = 0.0
     """Prioritized fictitious self-play: an older snapshot is drawn with weight (1 - the
     learner's recent score against it) ** prioritized; 0: uniformly."""
-    sample: bool = True
-    """Snapshots sample their moves from their policy (True) or play its most likely move."""
 
     def __post_init__(self) -> None:
         weights = (self.snapshots, self.perfect, self.greedy, self.random)
@@ -117,7 +115,7 @@ class OpponentPool:
         """The snapshot at ``path`` as a sampling player (loaded once, kept while in the pool)."""
         policy = self._loaded.get(path)
         if policy is None:
-            policy = self._loaded[path] = OnnxPolicy(path, deterministic=not self.mix.sample)
+            policy = self._loaded[path] = OnnxPolicy(path, deterministic=False)
         return policy
 
     RESULT_DECAY = 0.995

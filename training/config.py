@@ -98,9 +98,6 @@ class TrainConfig:
     """Entropy coefficient at the start; it decays linearly ..."""
     ent_coef_end: float = 0.001
     """... to this value at the end of the run."""
-    ent_schedule: Literal["linear", "exponential"] = "linear"
-    """How the entropy coefficient goes from its start to its end value: linear, or
-    exponential (geometric: start * (end / start) ** progress)."""
     reward: Literal["margin", "sign"] = "margin"
     """What a one-round episode pays at its end: margin (own strength minus the opponent's,
     divided by 18: round points, as the regret counts them) or sign (+1, 0 or -1 for

@@ -206,10 +206,7 @@ class Schedules(BaseCallback):
     def _on_rollout_start(self) -> None:
         progress = run_progress(self.config, self.num_timesteps, self.state)
         c = self.config
-        if c.ent_schedule == "exponential":
-            self.model.ent_coef = c.ent_coef_start * (c.ent_coef_end / c.ent_coef_start) ** progress
-        else:
-            self.model.ent_coef = c.ent_coef_start + (c.ent_coef_end - c.ent_coef_start) * progress
+        self.model.ent_coef = c.ent_coef_start + (c.ent_coef_end - c.ent_coef_start) * progress
         self.logger.record("train/ent_coef", self.model.ent_coef)
         if c.learning_rate_end is not None:  # SB3 reads lr_schedule before each update
             rate = c.learning_rate + (c.learning_rate_end - c.learning_rate) * progress
