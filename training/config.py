@@ -21,9 +21,11 @@ from buttonup_env.nets import fast_bfloat16
 from buttonup_env.selfplay import OpponentMix
 from training.checkpoints import CheckpointError, Fields, check_size, dataclass_from_json
 
-SELF_PLAY = OpponentMix(snapshots=1.0, perfect=0.0, greedy=0.0, random=0.0, prioritized=2.0)
+SELF_PLAY = OpponentMix(
+    snapshots=1.0, perfect=0.0, greedy=0.0, random=0.0, newest=0.9, prioritized=2.0
+)
 """The default opponents, of every preset: pure self-play. Only the learner's own snapshots
-play; half of the time the newest, otherwise an older one by prioritized fictitious self-play
+play; 90% of the time the newest, otherwise an older one by prioritized fictitious self-play
 (weight (1 - the learner's recent score against it) ** 2)."""
 
 SOLVER_MIX = OpponentMix(snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, prioritized=0.0)
@@ -103,7 +105,7 @@ class TrainConfig:
     divided by 18: round points, as the regret counts them) or sign (+1, 0 or -1 for
     winning, tying or losing the round)."""
 
-    random_start: float = 0.75
+    random_start: float = 0.5
     """Probability that a training round starts after 1 to 6 random moves (played by whoever
     is to move; the agent then takes the side to move), so that the agent meets positions off
     the usual paths. Needs --vec-env batched."""
