@@ -14,8 +14,9 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
 * ``default, numpy env``: the same with the batched env's numpy backend (``backend="numpy"``,
   the reference implementation, as the batched env stepped before its compiled kernels);
 * ``before``: the defaults before the fast self-play recipe (commit 0a25748: 64 envs x 64
-  steps, separate float32 actor and critic layers, two torch threads, the numpy env), the
-  same otherwise;
+  steps, separate float32 actor and critic layers, two torch threads, the numpy env, three
+  rounds in four at random starts, the newest snapshot in half of the rounds), the same
+  otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
 
 For the ButtonUp setups it also reports where the time goes: the share spent collecting
@@ -45,11 +46,19 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from buttonup_env.vector import ButtonUpVectorEnv
 from training import train
-from training.config import TrainConfig, resolve
+from training.config import SELF_PLAY, TrainConfig, resolve
 from training.train import make_model, write_snapshot
 from training.train import make_vec_env as make_training_envs
 
-BEFORE = dict(n_envs=64, n_steps=64, shared=False, bfloat16=False, threads=2)
+BEFORE = dict(
+    n_envs=64,
+    n_steps=64,
+    shared=False,
+    bfloat16=False,
+    threads=2,
+    random_start=0.75,
+    opponents=dataclasses.replace(SELF_PLAY, newest=0.5),
+)
 """The training defaults before the fast self-play recipe (commit 0a25748), which also stepped
 the numpy env (the compiled one came after)."""
 
