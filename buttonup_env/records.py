@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .rules import DEFAULT_TARGET, LAYOUTS, MOVES_PER_ROUND, Color, State, next_starter
+from .rules import (
+    DEFAULT_TARGET,
+    LAYOUTS,
+    MAX_TARGET,
+    MOVES_PER_ROUND,
+    Color,
+    State,
+    next_starter,
+)
 
 _ROUND_CLAIMS = ("movers", "extra_turn", "boards", "strength")
 
@@ -250,8 +258,8 @@ def replay_match(record: dict[str, Any]) -> State:
         _require(key in record, f"lacks {key!r} (a match record needs target, first, rounds)")
     target = record.get("target", DEFAULT_TARGET)
     _require(
-        _is_int(target) and target >= 1,
-        f"target is {shown(target)}; it must be a whole number >= 1",
+        _is_int(target) and 1 <= target <= MAX_TARGET,
+        f"target is {shown(target)}; it must be a whole number from 1 to {MAX_TARGET}",
     )
     first, rounds = record["first"], record["rounds"]
     _require(first in ("R", "B"), f"first is {shown(first)}; it must be 'R' or 'B'")

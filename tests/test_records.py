@@ -29,7 +29,7 @@ from buttonup_env.records import (
     replay_round,
     write_records,
 )
-from buttonup_env.rules import State
+from buttonup_env.rules import MAX_TARGET, State
 
 DATA = Path(__file__).parent / "data"
 
@@ -273,6 +273,14 @@ def test_match_target_defaults_to_15() -> None:
         assert problem(without) == problem(dict(record, target=15))
         if record["target"] == 15:
             assert problem(without) is None
+
+
+@pytest.mark.parametrize("target", [0, 1001, 10**9, 2.5, "15"])
+def test_a_match_target_outside_the_rules_is_a_problem_not_an_error(target: object) -> None:
+    """The rules allow targets from 1 to MAX_TARGET; a record asking for another is invalid
+    (found by the slow fuzz test: 1001 raised the rules' ValueError out of problem())."""
+    reason = problem(dict(MATCHES[0], target=target))
+    assert reason == f"target is {target!r}; it must be a whole number from 1 to {MAX_TARGET}"
 
 
 def test_read_records_reports_unreadable_lines(tmp_path: Path) -> None:
