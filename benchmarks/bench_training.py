@@ -14,9 +14,9 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
 * ``default, numpy env``: the same with the batched env's numpy backend (``backend="numpy"``,
   the reference implementation, as the batched env stepped before its compiled kernels);
 * ``before``: the defaults before the fast self-play recipe (commit 0a25748: 64 envs x 64
-  steps, separate float32 actor and critic layers, two torch threads, the numpy env, three
-  rounds in four at random starts, the newest snapshot in half of the rounds), the same
-  otherwise;
+  steps, separate float32 actor and critic layers, the pooled critic, two torch threads, the
+  numpy env, three rounds in four at random starts, the newest snapshot in half of the
+  rounds), the same otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
 
 For the ButtonUp setups it also reports where the time goes: the share spent collecting
@@ -58,6 +58,7 @@ BEFORE = dict(
     threads=2,
     random_start=0.75,
     opponents=dataclasses.replace(SELF_PLAY, newest=0.5),
+    critic="pooled",
 )
 """The training defaults before the fast self-play recipe (commit 0a25748), which also stepped
 the numpy env (the compiled one came after)."""
@@ -233,7 +234,8 @@ def main() -> None:
             f"  ButtonUp {name:18s} ({config.n_envs} envs x {config.n_steps}, batch "
             f"{config.batch_size}, {'shared' if config.shared else 'separate'} "
             f"{'x'.join(map(str, config.hidden))} {'bfloat16' if config.bfloat16 else 'float32'}"
-            f", {config.threads} thread{'s' if config.threads > 1 else ''}): "
+            f", {config.critic} critic, {config.threads} "
+            f"thread{'s' if config.threads > 1 else ''}): "
             f"{med[name]:>8,.0f}  ({100 * statistics.median(shares[name]):.0f}% of the time "
             "collecting rollouts, the rest in updates)"
         )

@@ -2,8 +2,12 @@
 
 :class:`RingPolicy` is a MaskablePPO policy for the ``ring`` encoding. The actor scores each of
 the three views (the ring seen from each legal move) with the *same* small network, so what it
-learns about one move holds for every rotation of the circle; the critic pools the views' features
-(mean and max), which makes the value the same for every rotation too.
+learns about one move holds for every rotation of the circle. The critic values a position from
+the same views, so its value is the same for every rotation too: by default (``critic="pooled"``)
+a linear layer on the mean and the max of the views' features; with ``critic="expected"`` (what
+``training/train.py`` trains) each legal move's view gets a value of its own (with the
+``afterstates`` encoding: the value of the position after the move), and the position's value is
+their average weighted by the policy's probabilities of the moves.
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
 
-from .encoding import MAX_LEGAL
+from .encoding import MAX_LEGAL, STACK_FEATURES
+
+CRITICS = ("expected", "pooled")
+"""How :class:`RingViews` values a position (its ``critic`` argument)."""
 
 
 def fast_bfloat16() -> bool:
@@ -43,7 +50,15 @@ def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
 
 
 class RingViews(nn.Module):
-    """Actor and critic over the three views (``latent_dim_pi`` = 3 logits)."""
+    """Actor and critic over the three views (``latent_dim_pi`` = 3 logits).
+
+    ``critic="pooled"``: the critic's latent is the mean and the max of the views' features
+    (``latent_dim_vf`` = 2 x the last layer), for SB3's value layer. ``critic="expected"``: the
+    latent is the value itself (``latent_dim_vf`` = 1): a linear unit scores each legal move's
+    afterstate, and the value is those scores averaged with the policy's probabilities of the
+    moves, held fixed so that the value loss trains the critic only. It costs a unit where
+    pooling costs a reduction over the views, whose backward pass made updates a third slower.
+    """
 
     def __init__(
         self,
@@ -53,17 +68,25 @@ class RingViews(nn.Module):
         shared: bool = False,
         logit_bound: float | None = None,
         bfloat16: bool = False,
+        critic: str = "pooled",
     ) -> None:
         super().__init__()
+        if critic not in CRITICS:
+            raise ValueError(f"critic must be one of {', '.join(CRITICS)}, got {critic!r}")
         self.view_size = view_size
         self.bfloat16 = bfloat16
         self.logit_bound = logit_bound
+        self.critic = critic
         sizes = [view_size, *hidden]
         self.actor_body = _mlp(sizes, activation)
         self.actor_score = nn.Linear(sizes[-1], 1)
         self.critic_body = self.actor_body if shared else _mlp(sizes, activation)
         self.latent_dim_pi = MAX_LEGAL
-        self.latent_dim_vf = 2 * sizes[-1]
+        if critic == "expected":
+            self.critic_score = nn.Linear(sizes[-1], 1)
+            self.latent_dim_vf = 1
+        else:
+            self.latent_dim_vf = 2 * sizes[-1]
 
     def _autocast(self) -> th.autocast:
         """bfloat16 matrix products on the CPU when asked (weights and outputs stay float32)."""
@@ -87,22 +110,39 @@ class RingViews(nn.Module):
         body = body.float()
         return th.cat([body.mean(dim=1), body.amax(dim=1)], dim=1)
 
+    def _expected(self, features: th.Tensor, scores: th.Tensor, body: th.Tensor) -> th.Tensor:
+        """The critic's value: each legal move's afterstate value, weighted by the policy's
+        probability of the move (held fixed: the value loss does not move the policy)."""
+        with self._autocast():
+            values = self.critic_score(body).squeeze(-1)
+        legal = self._views(features)[:, :, 0:STACK_FEATURES].amax(dim=-1) > 0
+        weights = th.softmax(scores.detach().masked_fill(~legal, -th.inf), dim=1)
+        weights = th.nan_to_num(weights)  # no legal move (the round is over): value 0
+        return (weights * values.float()).sum(dim=1, keepdim=True)
+
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
         with self._autocast():
             body = self.actor_body(self._views(features))
         return self._scores(body)
 
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
+        if self.critic == "expected":  # the value needs the actor's scores too
+            return self.forward(features)[1]
         with self._autocast():
             body = self.critic_body(self._views(features))
         return self._pooled(body)
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        if self.critic_body is self.actor_body:  # shared layers: run them once for both
+        views = self._views(features)
+        with self._autocast():
+            body = self.actor_body(views)
+        scores = self._scores(body)
+        if self.critic_body is not self.actor_body:  # shared layers: run once for both
             with self._autocast():
-                body = self.actor_body(self._views(features))
-            return self._scores(body), self._pooled(body)
-        return self.forward_actor(features), self.forward_critic(features)
+                body = self.critic_body(views)
+        if self.critic == "expected":
+            return scores, self._expected(features, scores, body)
+        return scores, self._pooled(body)
 
 
 class RingPolicy(MaskableActorCriticPolicy):
@@ -115,7 +155,9 @@ class RingPolicy(MaskableActorCriticPolicy):
     ``exp(-2 * bound) / 3`` and the policy keeps trying every move while it trains;
     ``bfloat16`` (default False): the per-view layers multiply in bfloat16 on the CPU (weights,
     gradients and outputs stay float32), about twice as fast where the CPU has bfloat16 matrix
-    units (AMX, AVX512-BF16) and slower elsewhere; exported policies are float32 either way.
+    units (AMX, AVX512-BF16) and slower elsewhere; exported policies are float32 either way;
+    ``critic`` (default ``"pooled"``), how the critic values a position (see
+    :class:`RingViews`; the exported policy is the actor alone either way).
     """
 
     def __init__(
@@ -125,6 +167,7 @@ class RingPolicy(MaskableActorCriticPolicy):
         shared: bool = False,
         logit_bound: float | None = None,
         bfloat16: bool = False,
+        critic: str = "pooled",
         **kwargs: Any,
     ) -> None:
         if logit_bound is not None and not logit_bound > 0:
@@ -133,19 +176,28 @@ class RingPolicy(MaskableActorCriticPolicy):
         self.shared = shared
         self.logit_bound = logit_bound
         self.bfloat16 = bfloat16
+        self.critic = critic
         kwargs.setdefault("activation_fn", nn.ReLU)
         super().__init__(*args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
         view_size = self.observation_space.shape[0] // MAX_LEGAL
         self.mlp_extractor = RingViews(
-            view_size, self.hidden, self.activation_fn, self.shared, self.logit_bound, self.bfloat16
+            view_size,
+            self.hidden,
+            self.activation_fn,
+            self.shared,
+            self.logit_bound,
+            self.bfloat16,
+            self.critic,
         )
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
         # the views already give one logit each: no extra layer on top
         self.action_net = nn.Identity()
+        if self.critic == "expected":  # the views already give the value
+            self.value_net = nn.Identity()
         nn.init.orthogonal_(self.mlp_extractor.actor_score.weight, gain=0.01)
         nn.init.zeros_(self.mlp_extractor.actor_score.bias)
         self.optimizer = self.optimizer_class(
@@ -158,4 +210,5 @@ class RingPolicy(MaskableActorCriticPolicy):
         data["shared"] = self.shared
         data["logit_bound"] = self.logit_bound
         data["bfloat16"] = self.bfloat16
+        data["critic"] = self.critic
         return data

@@ -140,6 +140,7 @@ CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
         "slots",
         "config.json: encoding is 'slots'; it must be one of",
     ),
+    "an unknown critic": ("critic", "twin", "config.json: critic is 'twin'; it must be one of"),
     "gamma above 1": ("gamma", 1.5, "--gamma must be in (0, 1], got 1.5"),
     "a batch larger than a rollout": ("batch_size", 100_000, "--batch-size 100000 is larger"),
     "a negative seed": ("seed", -1, "--seed must be a whole number from 0 to 4294967295"),

@@ -55,6 +55,11 @@ MODELS: dict[str, tuple] = {
         {"hidden": (32, 16), "shared": True, "activation_fn": nn.Tanh},
         256,
     ),
+    "afterstates-expected-critic": (
+        "afterstates",
+        {"hidden": (32, 16), "shared": True, "critic": "expected"},
+        256,
+    ),
     "slots-fresh": ("slots", {}, 0),
     "slots-trained": ("slots", {}, 256),
     "slots-ppo-fresh": ("slots", {}, 0, "PPO"),

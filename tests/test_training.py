@@ -442,15 +442,17 @@ def test_bfloat16_left_unset_follows_the_cpu(
 def test_a_run_saved_before_shared_layers_and_ratings_resumes_as_it_was_trained(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    """A config.json written before shared, bfloat16 and the ladder existed reads back with
-    the values that trained it (separate float32 layers, no rating), not today's defaults."""
+    """A config.json written before shared, bfloat16, the critic setting and the ladder existed
+    reads back with the values that trained it (separate float32 layers, the pooled critic, no
+    rating), not today's defaults."""
     train = training_script("train")
     config = train.resolve(train.parse_config(["--preset", "smoke"]))
     data = json.loads(json.dumps(train.config_to_json(config)))
-    for name in ("shared", "bfloat16", "ladder", "ladder_matches"):
+    for name in ("shared", "bfloat16", "critic", "ladder", "ladder_matches"):
         del data[name]
     config = train.config_from_json(data)
     assert (config.shared, config.bfloat16, config.ladder_matches) == (False, False, 0)
+    assert config.critic == "pooled"
     assert train.config_from_json(json.loads(json.dumps(train.config_to_json(config)))) == config
 
 

@@ -502,10 +502,14 @@ def _check_optimizer(fields: Fields, saved: object, policy: Any) -> None:
 
 
 def build_policy(
-    encoding: str, hidden: tuple[int, ...], shared: bool = False, bfloat16: bool = False
+    encoding: str,
+    hidden: tuple[int, ...],
+    shared: bool = False,
+    bfloat16: bool = False,
+    critic: str = "pooled",
 ) -> Any:
-    """The network of a run whose config says ``encoding``, ``hidden``, ``shared`` and
-    ``bfloat16``, freshly made (a ``buttonup_env.nets.RingPolicy`` with its Adam
+    """The network of a run whose config says ``encoding``, ``hidden``, ``shared``,
+    ``bfloat16`` and ``critic``, freshly made (a ``buttonup_env.nets.RingPolicy`` with its Adam
     optimiser, as ``MaskablePPO`` makes it for training/train.py)."""
     from gymnasium import spaces
 
@@ -520,6 +524,7 @@ def build_policy(
         hidden=hidden,
         shared=shared,
         bfloat16=bfloat16,
+        critic=critic,
     )
 
 
@@ -558,8 +563,8 @@ def check_size(
         )
 
 
-def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...], bool, bool]:
-    """The encoding, layer sizes, shared layers and bfloat16 products in a run's
+def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...], bool, bool, str]:
+    """The encoding, layer sizes, shared layers, bfloat16 products and critic in a run's
     ``config.json`` (read as ``config``), checked."""
     fields = Fields(run_dir / "config.json")
     encoding = config.get("encoding")
@@ -572,7 +577,12 @@ def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...]
     check_size(fields, encoding, hidden)
     shared = fields.flag(config.get("shared", False), "shared")
     bfloat16 = fields.flag(config.get("bfloat16", False), "bfloat16")
-    return encoding, hidden, shared, bfloat16
+    from buttonup_env.nets import CRITICS
+
+    critic = config.get("critic", "pooled")
+    if critic not in CRITICS:
+        raise fields.error("critic", critic, f"it must be one of {', '.join(map(repr, CRITICS))}")
+    return encoding, hidden, shared, bfloat16, critic
 
 
 def load_weights(model: Any, run_dir: Path, name: str, state: dict[str, Any]) -> None:

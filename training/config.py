@@ -78,6 +78,11 @@ class TrainConfig:
     """Multiply in bfloat16 in the network's per-view layers (see buttonup_env.nets.RingPolicy).
     The default is True where the CPU does it in hardware (buttonup_env.nets.fast_bfloat16:
     there updates run about 1.5 times as fast), False elsewhere (emulated, slower)."""
+    critic: Literal["expected", "pooled"] = "expected"
+    """How the critic values a position (buttonup_env.nets.RingViews): expected, the value of
+    each move's afterstate (one linear unit on its view's features) weighted by the policy's
+    probability of the move; pooled, a linear layer on the mean and the max of the views'
+    features (the earlier default: its backward pass makes updates about a third slower)."""
     learning_rate: float = 2e-3
     """Adam learning rate (at the start, if --learning-rate-end is given)."""
     learning_rate_end: float | None = None
@@ -260,7 +265,7 @@ def config_to_json(config: TrainConfig) -> dict:
 
 
 SETTINGS_OLDER_RUNS_LACK = dict(
-    shared=False, bfloat16=False, ladder=list(DEFAULT_LADDER), ladder_matches=0
+    shared=False, bfloat16=False, critic="pooled", ladder=list(DEFAULT_LADDER), ladder_matches=0
 )
 """Settings added after some runs were made, with the value that trained a run whose
 config.json lacks them (separate float32 layers, no ladder rating), so --resume continues it."""

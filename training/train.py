@@ -162,7 +162,12 @@ def make_model(
         ent_coef=config.ent_coef_start,
         seed=config.seed,
         device="cpu",
-        policy_kwargs=dict(hidden=config.hidden, shared=config.shared, bfloat16=config.bfloat16),
+        policy_kwargs=dict(
+            hidden=config.hidden,
+            shared=config.shared,
+            bfloat16=config.bfloat16,
+            critic=config.critic,
+        ),
         tensorboard_log=None if tensorboard_log is None else str(tensorboard_log),
     )
 

@@ -1,0 +1,98 @@
+"""RingViews, the network of RingPolicy: its two critics, checked on positions the batched env
+reached, against the same values computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch as th
+from torch import nn
+
+from buttonup_env.encoding import MAX_LEGAL, AfterstateEncoding
+from buttonup_env.nets import CRITICS, RingViews
+from buttonup_env.vector import ButtonUpVectorEnv
+
+VIEW = AfterstateEncoding.view_size
+
+
+def positions(count: int = 600) -> tuple[th.Tensor, np.ndarray]:
+    """Observations and legal-move masks of ``count`` positions from games of random moves,
+    with one, two and three legal moves among them, and finished rounds' all-zero
+    observations."""
+    env = ButtonUpVectorEnv(
+        count // 6, opponent="random", encoding="afterstates", episode="round", reward="round"
+    )
+    obs, _ = env.reset(seed=7)
+    rng = np.random.default_rng(7)
+    seen, masks = [], []
+    for _ in range(6):
+        mask = env.action_masks()
+        seen.append(obs.copy())
+        masks.append(mask)
+        choice = (rng.random(len(mask)) * mask.sum(1)).astype(int)
+        actions = np.array([np.flatnonzero(row)[k] for row, k in zip(mask, choice, strict=True)])
+        obs, *_ = env.step(actions)
+    seen.append(np.zeros((2, MAX_LEGAL * VIEW), np.float32))  # finished: no legal move
+    masks.append(np.zeros((2, MAX_LEGAL), bool))
+    mask = np.concatenate(masks)
+    assert set(mask.sum(1)) == {0, 1, 2, 3}
+    return th.as_tensor(np.concatenate(seen)), mask
+
+
+def network(critic: str, shared: bool = True) -> RingViews:
+    th.manual_seed(3)
+    net = RingViews(VIEW, (32, 16), nn.ReLU, shared=shared, critic=critic)
+    for p in net.parameters():  # away from the initial zeros, so that the scores differ
+        nn.init.normal_(p, std=0.3)
+    return net
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_expected_critic_weights_each_afterstate_by_the_policy(shared: bool) -> None:
+    """The value is the sum over legal moves of the policy's probability of the move times
+    the value of its afterstate (the critic's own unit on that view); 0 with no legal move."""
+    obs, mask = positions()
+    net = network("expected", shared)
+    with th.no_grad():
+        logits, value = net(obs)
+        body = net.critic_body(obs.reshape(-1, MAX_LEGAL, VIEW))
+        afterstates = net.critic_score(body).squeeze(-1)
+    assert value.shape == (len(obs), 1) and logits.shape == (len(obs), MAX_LEGAL)
+    for i in range(len(obs)):
+        legal = th.as_tensor(mask[i])
+        probs = th.softmax(logits[i][legal], dim=0)
+        expected = float((probs * afterstates[i][legal]).sum()) if legal.any() else 0.0
+        assert float(value[i, 0]) == pytest.approx(expected, abs=1e-5)
+    assert th.equal(net.forward_critic(obs), value)
+    assert th.equal(net.forward_actor(obs), logits)
+
+
+@pytest.mark.parametrize("critic", CRITICS)
+def test_both_critics_ignore_the_order_of_the_moves(critic: str) -> None:
+    """Listing the legal moves in another order permutes the logits and leaves the value."""
+    obs, mask = positions()
+    three = mask.sum(1) == 3
+    net = network(critic)
+    views = obs[three].reshape(-1, MAX_LEGAL, VIEW)
+    order = [2, 0, 1]
+    with th.no_grad():
+        logits, value = net(views.reshape(len(views), -1))
+        turned_logits, turned_value = net(views[:, order].reshape(len(views), -1))
+    assert th.allclose(turned_logits, logits[:, order], atol=1e-5)
+    assert th.allclose(turned_value, value, atol=1e-5)
+
+
+def test_the_value_loss_does_not_move_the_policy_scores() -> None:
+    """The expected critic holds the policy's probabilities fixed: a loss on the value alone
+    sends no gradient to the actor's scoring unit, and some to the critic's."""
+    obs, _ = positions()
+    net = network("expected")
+    _, value = net(obs)
+    value.pow(2).sum().backward()
+    assert net.actor_score.weight.grad is None or not net.actor_score.weight.grad.any()
+    assert net.critic_score.weight.grad is not None and net.critic_score.weight.grad.any()
+
+
+def test_an_unknown_critic_is_named() -> None:
+    with pytest.raises(ValueError, match="critic must be one of expected, pooled, got 'twin'"):
+        RingViews(VIEW, (8,), nn.ReLU, critic="twin")
