@@ -137,7 +137,7 @@ class RingViews(nn.Module):
         with self._autocast():
             body = self.actor_body(views)
         scores = self._scores(body)
-        if self.critic_body is not self.actor_body:  # shared layers: run once for both
+        if self.critic_body is not self.actor_body:  # separate layers: the critic's own pass
             with self._autocast():
                 body = self.critic_body(views)
         if self.critic == "expected":
