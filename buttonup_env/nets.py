@@ -115,6 +115,7 @@ class RingViews(nn.Module):
         probability of the move (held fixed: the value loss does not move the policy)."""
         with self._autocast():
             values = self.critic_score(body).squeeze(-1)
+        # a legal move's view always has a stack in its first place; the others are all zeros
         legal = self._views(features)[:, :, 0:STACK_FEATURES].amax(dim=-1) > 0
         weights = th.softmax(scores.detach().masked_fill(~legal, -th.inf), dim=1)
         weights = th.nan_to_num(weights)  # no legal move (the round is over): value 0

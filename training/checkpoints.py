@@ -566,6 +566,8 @@ def check_size(
 def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...], bool, bool, str]:
     """The encoding, layer sizes, shared layers, bfloat16 products and critic in a run's
     ``config.json`` (read as ``config``), checked."""
+    from buttonup_env.nets import CRITICS
+
     fields = Fields(run_dir / "config.json")
     encoding = config.get("encoding")
     if encoding not in ("afterstates", "ring"):
@@ -577,9 +579,7 @@ def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...]
     check_size(fields, encoding, hidden)
     shared = fields.flag(config.get("shared", False), "shared")
     bfloat16 = fields.flag(config.get("bfloat16", False), "bfloat16")
-    from buttonup_env.nets import CRITICS
-
-    critic = config.get("critic", "pooled")
+    critic = config.get("critic", "pooled")  # runs saved before the setting: pooled
     if critic not in CRITICS:
         raise fields.error("critic", critic, f"it must be one of {', '.join(map(repr, CRITICS))}")
     return encoding, hidden, shared, bfloat16, critic

@@ -268,7 +268,8 @@ SETTINGS_OLDER_RUNS_LACK = dict(
     shared=False, bfloat16=False, critic="pooled", ladder=list(DEFAULT_LADDER), ladder_matches=0
 )
 """Settings added after some runs were made, with the value that trained a run whose
-config.json lacks them (separate float32 layers, no ladder rating), so --resume continues it."""
+config.json lacks them (separate float32 layers, the pooled critic, no ladder rating), so
+--resume continues it."""
 
 
 def config_from_json(data: dict, path: Path | str = "config.json") -> TrainConfig:
