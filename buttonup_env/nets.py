@@ -19,8 +19,9 @@ from typing import Any
 import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
+from torch.nn import functional as F
 
-from .encoding import MAX_LEGAL, STACK_FEATURES
+from .encoding import CHANNELS, MAX_LEGAL
 
 CRITICS = ("expected", "pooled")
 """How :class:`RingViews` values a position (its ``critic`` argument)."""
@@ -95,14 +96,32 @@ class RingViews(nn.Module):
     def _views(self, features: th.Tensor) -> th.Tensor:
         return features.reshape(-1, MAX_LEGAL, self.view_size)
 
-    def _scores(self, body: th.Tensor) -> th.Tensor:
-        """One logit per view, from the actor's per-view features."""
-        with self._autocast():
-            scores = self.actor_score(body).squeeze(-1)
+    def _bound(self, scores: th.Tensor) -> th.Tensor:
         scores = scores.float()
         if self.logit_bound is not None:  # soft clamp: never a fully certain policy
             scores = self.logit_bound * th.tanh(scores / self.logit_bound)
         return scores
+
+    def _scores(self, body: th.Tensor) -> th.Tensor:
+        """One logit per view, from the actor's per-view features."""
+        with self._autocast():
+            scores = self.actor_score(body).squeeze(-1)
+        return self._bound(scores)
+
+    def _fused(self) -> bool:
+        """Whether actor and critic score the same per-view features (the expected critic on
+        shared layers), so that one matrix product gives both scores."""
+        return self.critic == "expected" and self.critic_body is self.actor_body
+
+    def _both_scores(self, body: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """The actor's logits and the critic's per-view values in one product: the two score
+        units side by side (the same parameters as ``actor_score`` and ``critic_score``; one
+        product instead of two, and one gradient through the shared features)."""
+        weight = th.cat([self.actor_score.weight, self.critic_score.weight])
+        bias = th.cat([self.actor_score.bias, self.critic_score.bias])
+        with self._autocast():
+            both = F.linear(body, weight, bias)
+        return self._bound(both[..., 0]), both[..., 1]
 
     @staticmethod
     def _pooled(body: th.Tensor) -> th.Tensor:
@@ -110,13 +129,13 @@ class RingViews(nn.Module):
         body = body.float()
         return th.cat([body.mean(dim=1), body.amax(dim=1)], dim=1)
 
-    def _expected(self, features: th.Tensor, scores: th.Tensor, body: th.Tensor) -> th.Tensor:
-        """The critic's value: each legal move's afterstate value, weighted by the policy's
-        probability of the move (held fixed: the value loss does not move the policy)."""
-        with self._autocast():
-            values = self.critic_score(body).squeeze(-1)
-        # a legal move's view always has a stack in its first place; the others are all zeros
-        legal = self._views(features)[:, :, 0:STACK_FEATURES].amax(dim=-1) > 0
+    def _expected(self, features: th.Tensor, scores: th.Tensor, values: th.Tensor) -> th.Tensor:
+        """The critic's value: each legal move's afterstate value (``values``, one per view),
+        weighted by the policy's probability of the move (held fixed: the value loss does not
+        move the policy)."""
+        # a legal move's view has a stack in its first place, so its bottom button (height 0)
+        # sets one of the first CHANNELS features; an illegal move's view is all zeros
+        legal = self._views(features)[:, :, 0:CHANNELS].sum(dim=-1) > 0
         weights = th.softmax(scores.detach().masked_fill(~legal, -th.inf), dim=1)
         weights = th.nan_to_num(weights)  # no legal move (the round is over): value 0
         return (weights * values.float()).sum(dim=1, keepdim=True)
@@ -124,6 +143,8 @@ class RingViews(nn.Module):
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
         with self._autocast():
             body = self.actor_body(self._views(features))
+        if self._fused():  # the same product as in forward(), so the same logits
+            return self._both_scores(body)[0]
         return self._scores(body)
 
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
@@ -137,12 +158,17 @@ class RingViews(nn.Module):
         views = self._views(features)
         with self._autocast():
             body = self.actor_body(views)
+        if self._fused():
+            scores, values = self._both_scores(body)
+            return scores, self._expected(features, scores, values)
         scores = self._scores(body)
         if self.critic_body is not self.actor_body:  # separate layers: the critic's own pass
             with self._autocast():
                 body = self.critic_body(views)
         if self.critic == "expected":
-            return scores, self._expected(features, scores, body)
+            with self._autocast():
+                values = self.critic_score(body).squeeze(-1)
+            return scores, self._expected(features, scores, values)
         return scores, self._pooled(body)
 
 

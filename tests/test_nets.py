@@ -57,6 +57,8 @@ def test_the_expected_critic_weights_each_afterstate_by_the_policy(shared: bool)
         logits, value = net(obs)
         body = net.critic_body(obs.reshape(-1, MAX_LEGAL, VIEW))
         afterstates = net.critic_score(body).squeeze(-1)
+        scores = net.actor_score(net.actor_body(obs.reshape(-1, MAX_LEGAL, VIEW))).squeeze(-1)
+    assert th.allclose(logits, scores, atol=1e-6)  # the actor's own unit, however computed
     assert value.shape == (len(obs), 1) and logits.shape == (len(obs), MAX_LEGAL)
     for i in range(len(obs)):
         legal = th.as_tensor(mask[i])
