@@ -11,6 +11,9 @@ and (for sb3-contrib's MaskablePPO) the masks from ``env_method("action_masks")`
 
     venv = SB3VecEnv(ButtonUpVectorEnv(256, opponent="perfect", episode="round"))
     model = MaskablePPO("MlpPolicy", venv, n_steps=64, batch_size=4096).learn(100_000)
+
+:class:`TensorRolloutBuffer` is sb3-contrib's rollout buffer with cheaper minibatches (pass it
+as ``rollout_buffer_class``; ``training/train.py`` does).
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import torch as th
+from sb3_contrib.common.maskable.buffers import (
+    MaskableRolloutBuffer,
+    MaskableRolloutBufferSamples,
+)
+from stable_baselines3.common.vec_env import VecNormalize
 from stable_baselines3.common.vec_env.base_vec_env import (
     VecEnv,
     VecEnvIndices,
@@ -130,3 +139,34 @@ class SB3VecEnv(VecEnv):
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         return [None for _ in range(self.num_envs)]
+
+
+class TensorRolloutBuffer(MaskableRolloutBuffer):
+    """sb3-contrib's ``MaskableRolloutBuffer`` with the same minibatches, gathered faster.
+
+    The parent copies each minibatch out of numpy arrays into new tensors; this buffer views
+    the flattened rollout as tensors once (no copy) and gathers each minibatch from them with
+    ``index_select``: the same samples in the same order, the same dtypes and values, at about
+    half the cost of a minibatch. With a ``VecNormalize`` env (observations normalized as they
+    are sampled) it falls back to the parent.
+    """
+
+    _FIELDS = ("observations", "actions", "values", "log_probs", "advantages", "returns")
+
+    def reset(self) -> None:
+        super().reset()  # new arrays: the tensors viewing the old ones go
+        self._tensors: tuple[th.Tensor, ...] | None = None
+
+    def _get_samples(  # type: ignore[override]
+        self, batch_inds: np.ndarray, env: VecNormalize | None = None
+    ) -> MaskableRolloutBufferSamples:
+        if env is not None or not self.generator_ready:
+            return super()._get_samples(batch_inds, env)
+        if self._tensors is None:  # the rollout, flattened by get(), as tensors once
+            size = self.buffer_size * self.n_envs
+            arrays = [getattr(self, name) for name in self._FIELDS]
+            arrays[2:] = [a.reshape(size) for a in arrays[2:]]
+            arrays.append(self.action_masks.reshape(size, self.mask_dims))
+            self._tensors = tuple(th.as_tensor(a, device=self.device) for a in arrays)
+        index = th.as_tensor(batch_inds, device=self.device)
+        return MaskableRolloutBufferSamples(*(t.index_select(0, index) for t in self._tensors))

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
+from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
 from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
 
 from buttonup_env.nets import RingPolicy
-from buttonup_env.sb3 import SB3VecEnv
+from buttonup_env.sb3 import SB3VecEnv, TensorRolloutBuffer
 from buttonup_env.vector import ButtonUpVectorEnv
 
 TRAIN = Path(__file__).resolve().parent.parent / "training" / "train.py"
@@ -104,3 +105,49 @@ def test_maskable_ppo_trains_on_the_batched_env() -> None:
     actions = buffer.actions.reshape(-1).astype(int)
     masks = buffer.action_masks.reshape(-1, 3)
     assert masks[np.arange(len(actions)), actions].all()
+
+
+def test_tensor_rollout_buffer_gives_the_parents_minibatches() -> None:
+    """TensorRolloutBuffer hands PPO the same minibatches as sb3-contrib's buffer: the same
+    samples in the same order with the same dtypes, rollout after rollout (a new rollout's
+    data, not the last one's) and epoch after epoch."""
+    env = ButtonUpVectorEnv(4, opponent="random", encoding="afterstates")
+    obs_space, action_space = env.single_observation_space, env.single_action_space
+    n_steps, n_envs = 8, 4
+    buffers = [
+        cls(
+            n_steps, obs_space, action_space, device="cpu", gamma=0.9, gae_lambda=0.8, n_envs=n_envs
+        )
+        for cls in (MaskableRolloutBuffer, TensorRolloutBuffer)
+    ]
+    rng = np.random.default_rng(0)
+    for _rollout in range(2):
+        for buffer in buffers:
+            buffer.reset()
+        for _ in range(n_steps):
+            step = dict(
+                obs=rng.random((n_envs, *obs_space.shape), dtype=np.float32),
+                action=rng.integers(0, 3, (n_envs, 1)),
+                reward=rng.random(n_envs, dtype=np.float32),
+                episode_start=rng.random(n_envs) < 0.2,
+                value=th.as_tensor(rng.random(n_envs, dtype=np.float32)),
+                log_prob=th.as_tensor(-rng.random(n_envs, dtype=np.float32)),
+                action_masks=rng.random((n_envs, 3)) < 0.7,
+            )
+            for buffer in buffers:
+                buffer.add(**step)
+        last = th.as_tensor(rng.random(n_envs, dtype=np.float32))
+        dones = rng.random(n_envs) < 0.3
+        for buffer in buffers:
+            buffer.compute_returns_and_advantage(last, dones)
+        for epoch in range(2):
+            batches = []
+            for buffer in buffers:
+                np.random.seed(epoch)  # get() draws its permutation from numpy's global state
+                batches.append(list(buffer.get(batch_size=12)))
+            expected, got = batches
+            assert len(got) == len(expected) == 3  # 32 samples: 12 + 12 + 8
+            for want, have in zip(expected, got, strict=True):
+                for a, b in zip(want, have, strict=True):
+                    assert a.dtype == b.dtype and a.shape == b.shape
+                    assert th.equal(a, b)

@@ -52,7 +52,7 @@ from buttonup_env.league import rate_against_ladder
 from buttonup_env.nets import RingPolicy
 from buttonup_env.onnx_writer import export_onnx
 from buttonup_env.policy import OnnxPolicy
-from buttonup_env.sb3 import SB3VecEnv
+from buttonup_env.sb3 import SB3VecEnv, TensorRolloutBuffer
 from buttonup_env.selfplay import OpponentMix, OpponentPool
 from buttonup_env.vector import ButtonUpVectorEnv
 from buttonup_env.wrappers import RingObservation
@@ -154,6 +154,7 @@ def make_model(
         venv,
         learning_rate=config.learning_rate,
         n_steps=config.n_steps,
+        rollout_buffer_class=TensorRolloutBuffer,
         batch_size=config.batch_size,
         n_epochs=config.n_epochs,
         gamma=config.gamma,
