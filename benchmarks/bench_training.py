@@ -16,7 +16,7 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
 * ``before``: the defaults before the fast self-play recipe (commit 0a25748: 64 envs x 64
   steps, separate float32 actor and critic layers, the pooled critic, two torch threads, the
   numpy env, three rounds in four at random starts, the newest snapshot in half of the
-  rounds), the same otherwise;
+  rounds, sb3-contrib's own rollout buffer), the same otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
 
 For the ButtonUp setups it also reports where the time goes: the share spent collecting
@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch as th
+from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
@@ -80,6 +81,18 @@ def numpy_backend() -> Iterator[None]:
         yield
     finally:
         train.ButtonUpVectorEnv = compiled
+
+
+@contextlib.contextmanager
+def sb3_rollout_buffer() -> Iterator[None]:
+    """train.py's models with sb3-contrib's own rollout buffer (as before TensorRolloutBuffer)
+    while inside."""
+    faster = train.TensorRolloutBuffer
+    train.TensorRolloutBuffer = MaskableRolloutBuffer
+    try:
+        yield
+    finally:
+        train.TensorRolloutBuffer = faster
 
 
 class TimeSplit(BaseCallback):
@@ -223,7 +236,11 @@ def main() -> None:
         rates["CartPole-v1"].append(cartpole(args.steps))
         for name, config in setups:
             th.set_num_threads(config.threads)
-            with numpy_backend() if name != "default" else contextlib.nullcontext():
+            with contextlib.ExitStack() as stack:
+                if name != "default":
+                    stack.enter_context(numpy_backend())
+                if name == "before":
+                    stack.enter_context(sb3_rollout_buffer())
                 rate, share = buttonup(config, args.steps)
             rates[name].append(rate)
             shares[name].append(share)
