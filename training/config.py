@@ -101,7 +101,7 @@ class TrainConfig:
     critic's values of later positions stand in for part of the return)."""
     clip_range: float = 0.2
     """PPO clip range."""
-    ent_coef_start: float = 0.3
+    ent_coef_start: float = 0.4
     """Entropy coefficient at the start; it decays linearly ..."""
     ent_coef_end: float = 0.001
     """... to this value at the end of the run."""
