@@ -1,6 +1,6 @@
 """Training throughput: the default training setup, the one before it, and SB3 PPO on CartPole.
 
-    python benchmarks/bench_training.py [--steps 131072] [--repeats 3]
+    python benchmarks/bench_training.py [--steps 131072] [--repeats 3] [--reference DIR]
     python benchmarks/bench_training.py --profile [--steps 65536]
 
 Three learners run one after the other, ``--repeats`` times, each for ``--steps`` environment
@@ -17,7 +17,19 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
   steps, separate float32 actor and critic layers, the pooled critic, two torch threads, the
   numpy env, three rounds in four at random starts, the newest snapshot in half of the
   rounds, sb3-contrib's own rollout buffer), the same otherwise;
-* ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs.
+* ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs;
+* with ``--reference DIR``, ``reference``: the default training setup of another checkout of
+  this repository, its own code and its own defaults, timed in a subprocess (``DIR`` first on
+  its ``sys.path``) in each repeat beside the others. ``before`` runs today's code with the old
+  defaults, so it also gains from every change of the code that is not a default (the sparse
+  first layer, for one); ``reference`` is the old default as it really ran. For the defaults
+  before the fast self-play recipe::
+
+      git worktree add --detach ../buttonup-0a25748 0a25748
+      python benchmarks/bench_training.py --reference ../buttonup-0a25748
+
+  The checkout needs a ``benchmarks/bench_training.py`` with ``buttonup(config, steps)``,
+  ``TrainConfig`` and ``resolve`` (commit 0a25748 and later have them).
 
 For the ButtonUp setups it also reports where the time goes: the share spent collecting
 rollouts (env steps and the policy's forward passes) against the gradient updates.
@@ -33,7 +45,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -205,6 +221,59 @@ def profile(config: TrainConfig, steps: int) -> None:
         print(f"  {label:58s} {seconds:7.2f} s  {100 * seconds / total:5.1f}%")
 
 
+REFERENCE_CHILD = """
+import json, sys
+import torch as th
+sys.path.insert(0, sys.argv[1] + "/benchmarks")
+import bench_training as bench
+config = bench.resolve(bench.TrainConfig())
+th.set_num_threads(config.threads)
+rate, share = bench.buttonup(config, int(sys.argv[2]))
+print(json.dumps(dict(rate=rate, share=share, threads=config.threads, n_envs=config.n_envs,
+                      n_steps=config.n_steps, batch_size=config.batch_size)))
+"""
+"""What the subprocess of ``--reference`` runs: the checkout's own benchmark of its default."""
+
+
+def check_reference(folder: Path) -> str:
+    """The checkout's short commit (or its folder's name); a sentence if it cannot be timed."""
+    if not (folder / "benchmarks" / "bench_training.py").is_file():
+        raise ValueError(
+            f"--reference {folder}: no benchmarks/bench_training.py there; give a checkout of "
+            "this repository (git worktree add --detach DIR 0a25748)"
+        )
+    found = subprocess.run(
+        ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() if found.returncode == 0 else folder.name
+
+
+def reference(folder: Path, steps: int) -> dict[str, float]:
+    """The default setup of the checkout in ``folder``, timed by its own code in a subprocess."""
+    folder = folder.resolve()
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", REFERENCE_CHILD, str(folder), str(steps)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if child.returncode != 0:
+        tail = "\n".join(child.stderr.strip().splitlines()[-5:])
+        raise SystemExit(
+            f"--reference {folder}: its benchmark failed (exit {child.returncode}):\n{tail}"
+        )
+    result: dict[str, float] = json.loads(child.stdout.strip().splitlines()[-1])
+    return result
+
+
 def cartpole(steps: int) -> float:
     venv = make_vec_env("CartPole-v1", n_envs=8, seed=0)
     model = PPO("MlpPolicy", venv, seed=0, device="cpu")
@@ -218,9 +287,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=131_072, help="steps per learner and repeat")
     parser.add_argument("--repeats", type=int, default=3, help="repeats (medians are reported)")
     parser.add_argument("--profile", action="store_true", help="where a default run's time goes")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        metavar="DIR",
+        help="also time the default setup of this checkout (e.g. a git worktree of 0a25748), "
+        "its own code, in a subprocess in each repeat",
+    )
     args = parser.parse_args()
     if min(args.steps, args.repeats) < 1:
         parser.error(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")
+    commit = None
+    if args.reference is not None:
+        try:
+            commit = check_reference(args.reference)
+        except ValueError as error:
+            parser.error(str(error))
     default = resolve(TrainConfig())
     before = resolve(dataclasses.replace(default, **BEFORE))
     if args.profile:
@@ -228,10 +310,20 @@ def main() -> None:
         profile(default, args.steps)
         return
     setups = (("default", default), ("default, numpy env", default), ("before", before))
-    names = (*(name for name, _ in setups), "CartPole-v1")
+    names = (*(name for name, _ in setups), "CartPole-v1", "reference")
     rates: dict[str, list[float]] = {name: [] for name in names}
     shares: dict[str, list[float]] = {name: [] for name, _ in setups}
+    shares["reference"] = []
+    described = ""
     for _ in range(args.repeats):
+        if args.reference is not None:
+            timed_there = reference(args.reference, args.steps)
+            rates["reference"].append(timed_there["rate"])
+            shares["reference"].append(timed_there["share"])
+            described = (
+                f"{timed_there['n_envs']:.0f} envs x {timed_there['n_steps']:.0f}, batch "
+                f"{timed_there['batch_size']:.0f}, {timed_there['threads']:.0f} threads"
+            )
         th.set_num_threads(default.threads)
         rates["CartPole-v1"].append(cartpole(args.steps))
         for name, config in setups:
@@ -244,7 +336,7 @@ def main() -> None:
                 rate, share = buttonup(config, args.steps)
             rates[name].append(rate)
             shares[name].append(share)
-    med = {name: statistics.median(values) for name, values in rates.items()}
+    med = {name: statistics.median(values) for name, values in rates.items() if values}
     print(f"training steps per second, median of {args.repeats} repeats of {args.steps:,} steps")
     for name, config in setups:
         print(
@@ -255,6 +347,12 @@ def main() -> None:
             f"thread{'s' if config.threads > 1 else ''}): "
             f"{med[name]:>8,.0f}  ({100 * statistics.median(shares[name]):.0f}% of the time "
             "collecting rollouts, the rest in updates)"
+        )
+    if commit is not None:
+        print(
+            f"  ButtonUp reference, {commit}'s own code and defaults ({described}): "
+            f"{med['reference']:>8,.0f}  ({100 * statistics.median(shares['reference']):.0f}% "
+            "of the time collecting rollouts, the rest in updates)"
         )
     print(f"  CartPole-v1, SB3 PPO MlpPolicy, 8 envs: {med['CartPole-v1']:>8,.0f}")
     compiled = [d / p for d, p in zip(rates["default"], rates["default, numpy env"], strict=True)]
@@ -269,6 +367,13 @@ def main() -> None:
         + ", ".join(f"{r:.2f}" for r in speedups)
         + ")"
     )
+    if commit is not None:
+        against = [d / r for d, r in zip(rates["default"], rates["reference"], strict=True)]
+        print(
+            f"default / reference ({commit}): {statistics.median(against):.2f} (per repeat: "
+            + ", ".join(f"{r:.2f}" for r in against)
+            + ")"
+        )
     ratios = [d / c for d, c in zip(rates["default"], rates["CartPole-v1"], strict=True)]
     print(
         f"default / CartPole-v1: {statistics.median(ratios):.2f} (per repeat: "

@@ -934,6 +934,11 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
     [
         ("benchmarks/bench_env.py", ["--repeats", "0"], "--steps and --repeats must be >= 1"),
         ("benchmarks/bench_training.py", ["--steps", "-1"], "--steps and --repeats must be >= 1"),
+        (
+            "benchmarks/bench_training.py",
+            ["--reference", "nowhere"],
+            "no benchmarks/bench_training.py",
+        ),
         ("benchmarks/bench_solver.py", ["--repeats", "0"], "--repeats must be >= 1"),
         ("benchmarks/bench_network.py", ["--batch", "0"], "--batch, --hidden and --repeats"),
         ("training/experiments/sweep.py", ["--minutes", "0"], "--minutes must be > 0"),
@@ -942,6 +947,7 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
     ids=[
         "bench_env",
         "bench_training",
+        "bench_training reference",
         "bench_solver",
         "bench_network",
         "sweep minutes",
