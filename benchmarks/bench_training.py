@@ -254,9 +254,8 @@ def check_reference(folder: Path) -> str:
 def reference(folder: Path, steps: int) -> dict[str, float]:
     """The default setup of the checkout in ``folder``, timed by its own code in a subprocess."""
     folder = folder.resolve()
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])
-    )
+    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     child = subprocess.run(
         [sys.executable, "-c", REFERENCE_CHILD, str(folder), str(steps)],
         cwd=folder,
@@ -312,8 +311,7 @@ def main() -> None:
     setups = (("default", default), ("default, numpy env", default), ("before", before))
     names = (*(name for name, _ in setups), "CartPole-v1", "reference")
     rates: dict[str, list[float]] = {name: [] for name in names}
-    shares: dict[str, list[float]] = {name: [] for name, _ in setups}
-    shares["reference"] = []
+    shares: dict[str, list[float]] = {name: [] for name in (*dict(setups), "reference")}
     described = ""
     for _ in range(args.repeats):
         if args.reference is not None:
@@ -322,7 +320,8 @@ def main() -> None:
             shares["reference"].append(timed_there["share"])
             described = (
                 f"{timed_there['n_envs']:.0f} envs x {timed_there['n_steps']:.0f}, batch "
-                f"{timed_there['batch_size']:.0f}, {timed_there['threads']:.0f} threads"
+                f"{timed_there['batch_size']:.0f}, {timed_there['threads']:.0f} "
+                f"thread{'s' if timed_there['threads'] > 1 else ''}"
             )
         th.set_num_threads(default.threads)
         rates["CartPole-v1"].append(cartpole(args.steps))
