@@ -296,6 +296,11 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.steps, args.repeats) < 1:
         parser.error(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")
+    if args.profile and args.reference is not None:
+        parser.error(
+            "--reference times a checkout beside the default; --profile times only the "
+            "default, give one of them"
+        )
     commit = None
     if args.reference is not None:
         try:
