@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
@@ -24,6 +25,7 @@ from torch.nn import functional as F
 from .encoding import CHANNELS, MAX_LEGAL
 
 CRITICS = ("expected", "pooled")
+_MASKED = -1e8  # an illegal move's logit, as sb3-contrib's MaskableCategorical sets it
 """How :class:`RingViews` values a position (its ``critic`` argument)."""
 
 
@@ -154,6 +156,32 @@ class RingViews(nn.Module):
             body = self.critic_body(self._views(features))
         return self._pooled(body)
 
+    def log_probs_and_value(
+        self, features: th.Tensor, masks: th.Tensor
+    ) -> tuple[th.Tensor, th.Tensor]:
+        """The expected critic's pass for PPO, given the legal moves (``masks``, bool, one row
+        of ``MAX_LEGAL`` per position): the policy's log-probabilities of the moves (an illegal
+        move's about -1e8, as sb3-contrib's masked distribution has them) and the value, the
+        afterstate values weighted by those probabilities. The same numbers as
+        :meth:`forward` followed by sb3-contrib's masked distribution, with a third of the
+        small operations: one masked log-softmax serves the log-probabilities, the entropy
+        and the value's weights."""
+        if self.critic != "expected":
+            raise ValueError(f"log_probs_and_value needs the expected critic, not {self.critic!r}")
+        views = self._views(features)
+        with self._autocast():
+            body = self.actor_body(views)
+        if self._fused():
+            scores, values = self._both_scores(body)
+        else:
+            scores = self._scores(body)
+            with self._autocast():
+                values = self.critic_score(self.critic_body(views)).squeeze(-1)
+        log_probs = th.log_softmax(scores.masked_fill(~masks, _MASKED), dim=1)
+        weights = log_probs.detach().exp().masked_fill(~masks, 0.0)  # no legal move: value 0
+        value = (weights * values.float()).sum(dim=1, keepdim=True)
+        return log_probs, value
+
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
         views = self._views(features)
         with self._autocast():
@@ -227,9 +255,65 @@ class RingPolicy(MaskableActorCriticPolicy):
             self.value_net = nn.Identity()
         nn.init.orthogonal_(self.mlp_extractor.actor_score.weight, gain=0.01)
         nn.init.zeros_(self.mlp_extractor.actor_score.bias)
-        self.optimizer = self.optimizer_class(
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
+        self.optimizer = self._optimizer(lr_schedule(1))
+
+    def _optimizer(self, lr: float) -> th.optim.Optimizer:
+        """The optimizer SB3 would build; Adam on the CPU in its fused form where torch has
+        one (2.4 and later: one kernel for all the parameters, half the time of a step of the
+        default loop over them; the same update up to rounding)."""
+        kwargs = dict(self.optimizer_kwargs)
+        if self.optimizer_class is th.optim.Adam and not {"fused", "foreach"} & kwargs.keys():
+            try:
+                return th.optim.Adam(self.parameters(), lr=lr, fused=True, **kwargs)
+            except RuntimeError:  # no fused Adam for this device in this torch
+                pass
+        return self.optimizer_class(self.parameters(), lr=lr, **kwargs)
+
+    def _masks(self, action_masks: th.Tensor | np.ndarray, rows: int) -> th.Tensor:
+        return th.as_tensor(action_masks, dtype=th.bool, device=self.device).reshape(rows, -1)
+
+    def _fast(self, action_masks: object) -> bool:
+        """Whether the expected critic's own pass (:meth:`RingViews.log_probs_and_value`)
+        stands in for sb3-contrib's masked distribution: same numbers, cheaper."""
+        return action_masks is not None and self.critic == "expected"
+
+    def forward(
+        self,
+        obs: th.Tensor,
+        deterministic: bool = False,
+        action_masks: th.Tensor | np.ndarray | None = None,
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """Actions, values and the actions' log-probabilities (what MaskablePPO's rollouts
+        call), as sb3-contrib's policy computes them: the most likely legal move if
+        ``deterministic``, else one drawn with ``torch.multinomial``."""
+        if not self._fast(action_masks):
+            return super().forward(obs, deterministic, action_masks)
+        features = self.extract_features(obs)
+        masks = self._masks(action_masks, len(features))  # type: ignore[arg-type]
+        log_probs, values = self.mlp_extractor.log_probs_and_value(features, masks)
+        if deterministic:
+            actions = log_probs.argmax(dim=1)
+        else:
+            actions = th.multinomial(log_probs.exp(), 1, True).squeeze(1)
+        log_prob = log_probs.gather(1, actions.unsqueeze(1)).squeeze(1)
+        return actions.reshape(-1, *self.action_space.shape), values, log_prob  # type: ignore[misc]
+
+    def evaluate_actions(
+        self,
+        obs: th.Tensor,
+        actions: th.Tensor,
+        action_masks: th.Tensor | None = None,
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        """Values, the actions' log-probabilities and the policies' entropies (what
+        MaskablePPO's updates call), as sb3-contrib's policy computes them."""
+        if not self._fast(action_masks):
+            return super().evaluate_actions(obs, actions, action_masks)
+        features = self.extract_features(obs)
+        masks = self._masks(action_masks, len(features))  # type: ignore[arg-type]
+        log_probs, values = self.mlp_extractor.log_probs_and_value(features, masks)
+        log_prob = log_probs.gather(1, actions.long().reshape(-1, 1)).squeeze(1)
+        entropy = -(log_probs.exp() * log_probs).sum(dim=1)  # an illegal move's p is 0
+        return values, log_prob, entropy
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()

@@ -9,7 +9,7 @@ import torch as th
 from torch import nn
 
 from buttonup_env.encoding import MAX_LEGAL, AfterstateEncoding
-from buttonup_env.nets import CRITICS, RingViews
+from buttonup_env.nets import CRITICS, RingPolicy, RingViews
 from buttonup_env.vector import ButtonUpVectorEnv
 
 VIEW = AfterstateEncoding.view_size
@@ -98,3 +98,67 @@ def test_the_value_loss_does_not_move_the_policy_scores() -> None:
 def test_an_unknown_critic_is_named() -> None:
     with pytest.raises(ValueError, match="critic must be one of expected, pooled, got 'twin'"):
         RingViews(VIEW, (8,), nn.ReLU, critic="twin")
+
+
+@pytest.mark.parametrize(
+    ("shared", "logit_bound", "bfloat16"),
+    [(True, None, False), (False, None, False), (True, 2.0, False), (True, None, True)],
+)
+def test_the_policys_own_pass_gives_sb3_contribs_numbers(
+    shared: bool, logit_bound: float | None, bfloat16: bool
+) -> None:
+    """RingPolicy computes MaskablePPO's rollouts and updates (``forward``,
+    ``evaluate_actions``) with one masked log-softmax instead of sb3-contrib's masked
+    distribution: the same values, log-probabilities and entropies, the same actions drawn
+    from the same generator, on positions with one, two and three legal moves."""
+    from gymnasium import spaces
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+    obs, mask = positions()
+    playable = mask.any(axis=1)
+    obs, mask = obs[playable], mask[playable]
+    th.manual_seed(11)
+    policy = RingPolicy(
+        spaces.Box(0, 1, (MAX_LEGAL * VIEW,), np.float32),
+        spaces.Discrete(MAX_LEGAL),
+        lambda _: 1e-3,
+        hidden=(32, 16),
+        shared=shared,
+        logit_bound=logit_bound,
+        bfloat16=bfloat16,
+        critic="expected",
+    )
+    for p in policy.parameters():
+        nn.init.normal_(p, std=0.3)
+    rng = np.random.default_rng(5)
+    actions = th.as_tensor([rng.choice(np.flatnonzero(row)) for row in mask])
+    masks = th.as_tensor(mask)
+    with th.no_grad():
+        ours = policy.evaluate_actions(obs, actions, action_masks=masks)
+        theirs = MaskableActorCriticPolicy.evaluate_actions(policy, obs, actions, masks)
+        for a, b in zip(ours, theirs, strict=True):
+            assert a.shape == b.shape
+            assert th.allclose(a, b, atol=1e-5)
+        for deterministic in (True, False):
+            th.manual_seed(2)
+            ours = policy(obs, deterministic=deterministic, action_masks=mask)
+            th.manual_seed(2)
+            theirs = MaskableActorCriticPolicy.forward(policy, obs, deterministic, mask)
+            assert th.equal(ours[0], theirs[0])
+            assert mask[np.arange(len(mask)), ours[0].numpy()].all()  # legal moves only
+            for a, b in zip(ours[1:], theirs[1:], strict=True):
+                assert th.allclose(a, b, atol=1e-5)
+
+
+def test_the_policys_own_pass_values_a_finished_round_at_zero() -> None:
+    """With no legal move (a finished round) the value is 0, as RingViews.forward has it."""
+    net = network("expected")
+    obs = th.zeros((2, MAX_LEGAL * VIEW))
+    _, value = net.log_probs_and_value(obs, th.zeros((2, MAX_LEGAL), dtype=th.bool))
+    assert th.equal(value, th.zeros((2, 1)))
+    assert th.equal(net(obs)[1], value)
+
+
+def test_the_policys_own_pass_needs_the_expected_critic() -> None:
+    with pytest.raises(ValueError, match="needs the expected critic, not 'pooled'"):
+        network("pooled").log_probs_and_value(th.zeros((1, MAX_LEGAL * VIEW)), th.ones(1, 3) > 0)
