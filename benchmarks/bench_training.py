@@ -1,11 +1,15 @@
 """Training throughput: the default training setup, the one before it, and SB3 PPO on CartPole.
 
-    python benchmarks/bench_training.py [--steps 131072] [--repeats 3] [--reference DIR]
+    python benchmarks/bench_training.py [--steps 131072] [--repeats 5] [--warmup 16384]
+                                        [--reference DIR]
     python benchmarks/bench_training.py --profile [--steps 65536]
 
 Three learners run one after the other, ``--repeats`` times, each for ``--steps`` environment
 steps; the figures are medians of steps per second (rollouts and gradient updates together),
-and the ratios are taken within each repeat (the machine is shared and noisy):
+and the ratios are taken within each repeat (the machine is shared and noisy). Each learner
+first runs ``--warmup`` steps untimed in the process that times it, as timeit and
+pytest-benchmark warm up: the first calls of a process (numba's kernels loaded from their
+cache, torch's and onnxruntime's first passes) cost a training run once, not every rollout:
 
 * ``default``: exactly the default training run's model, envs and opponent pool
   (training/train.py's defaults: pure self-play, against snapshots of the learner; the
@@ -14,9 +18,10 @@ and the ratios are taken within each repeat (the machine is shared and noisy):
 * ``default, numpy env``: the same with the batched env's numpy backend (``backend="numpy"``,
   the reference implementation, as the batched env stepped before its compiled kernels);
 * ``before``: the defaults before the fast self-play recipe (commit 0a25748: 64 envs x 64
-  steps, separate float32 actor and critic layers, the pooled critic, two torch threads, the
-  numpy env, three rounds in four at random starts, the newest snapshot in half of the
-  rounds, sb3-contrib's own rollout buffer), the same otherwise;
+  steps, separate float32 actor and critic layers with the dense first layer, the pooled
+  critic, two torch threads, the numpy env, three rounds in four at random starts, the
+  newest snapshot in half of the rounds, sb3-contrib's own rollout buffer), the same
+  otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs;
 * with ``--reference DIR``, ``reference``: the default training setup of another checkout of
   this repository, its own code and its own defaults, timed in a subprocess (``DIR`` first on
@@ -76,6 +81,7 @@ BEFORE = dict(
     random_start=0.75,
     opponents=dataclasses.replace(SELF_PLAY, newest=0.5),
     critic="pooled",
+    active_features=False,
 )
 """The training defaults before the fast self-play recipe (commit 0a25748), which also stepped
 the numpy env (the compiled one came after)."""
@@ -228,6 +234,8 @@ sys.path.insert(0, sys.argv[1] + "/benchmarks")
 import bench_training as bench
 config = bench.resolve(bench.TrainConfig())
 th.set_num_threads(config.threads)
+if int(sys.argv[3]):
+    bench.buttonup(config, int(sys.argv[3]))  # warm-up, untimed
 rate, share = bench.buttonup(config, int(sys.argv[2]))
 print(json.dumps(dict(rate=rate, share=share, threads=config.threads, n_envs=config.n_envs,
                       n_steps=config.n_steps, batch_size=config.batch_size)))
@@ -251,13 +259,14 @@ def check_reference(folder: Path) -> str:
     return found.stdout.strip() if found.returncode == 0 else folder.name
 
 
-def reference(folder: Path, steps: int) -> dict[str, float]:
-    """The default setup of the checkout in ``folder``, timed by its own code in a subprocess."""
+def reference(folder: Path, steps: int, warmup: int = 0) -> dict[str, float]:
+    """The default setup of the checkout in ``folder``, timed by its own code in a subprocess
+    (after ``warmup`` untimed steps in the same subprocess)."""
     folder = folder.resolve()
     paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     child = subprocess.run(
-        [sys.executable, "-c", REFERENCE_CHILD, str(folder), str(steps)],
+        [sys.executable, "-c", REFERENCE_CHILD, str(folder), str(steps), str(warmup)],
         cwd=folder,
         env=env,
         capture_output=True,
@@ -273,7 +282,21 @@ def reference(folder: Path, steps: int) -> dict[str, float]:
     return result
 
 
+def setup(name: str, config: TrainConfig, steps: int) -> tuple[float, float]:
+    """:func:`buttonup` for one of main()'s setups: ``default``, ``default, numpy env`` (the
+    numpy backend) or ``before`` (the numpy backend and sb3-contrib's rollout buffer)."""
+    th.set_num_threads(config.threads)
+    with contextlib.ExitStack() as stack:
+        if name != "default":
+            stack.enter_context(numpy_backend())
+        if name == "before":
+            stack.enter_context(sb3_rollout_buffer())
+        return buttonup(config, steps)
+
+
 def cartpole(steps: int) -> float:
+    if not steps:
+        return 0.0
     venv = make_vec_env("CartPole-v1", n_envs=8, seed=0)
     model = PPO("MlpPolicy", venv, seed=0, device="cpu")
     start = time.perf_counter()
@@ -284,7 +307,13 @@ def cartpole(steps: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=131_072, help="steps per learner and repeat")
-    parser.add_argument("--repeats", type=int, default=3, help="repeats (medians are reported)")
+    parser.add_argument("--repeats", type=int, default=5, help="repeats (medians are reported)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=16_384,
+        help="steps each learner first runs untimed in the process that times it (0: none)",
+    )
     parser.add_argument("--profile", action="store_true", help="where a default run's time goes")
     parser.add_argument(
         "--reference",
@@ -296,6 +325,8 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.steps, args.repeats) < 1:
         parser.error(f"--steps and --repeats must be >= 1, got {args.steps} and {args.repeats}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be >= 0 (0: no warm-up), got {args.warmup}")
     if args.profile and args.reference is not None:
         parser.error(
             "--reference times a checkout beside the default; --profile times only the "
@@ -318,9 +349,13 @@ def main() -> None:
     rates: dict[str, list[float]] = {name: [] for name in names}
     shares: dict[str, list[float]] = {name: [] for name in (*dict(setups), "reference")}
     described = ""
+    if args.warmup:  # first calls (numba's kernels loaded, torch's first passes), untimed
+        cartpole(args.warmup)
+        for name, config in setups:
+            setup(name, config, args.warmup)
     for _ in range(args.repeats):
         if args.reference is not None:
-            timed_there = reference(args.reference, args.steps)
+            timed_there = reference(args.reference, args.steps, args.warmup)
             rates["reference"].append(timed_there["rate"])
             shares["reference"].append(timed_there["share"])
             described = (
@@ -331,13 +366,7 @@ def main() -> None:
         th.set_num_threads(default.threads)
         rates["CartPole-v1"].append(cartpole(args.steps))
         for name, config in setups:
-            th.set_num_threads(config.threads)
-            with contextlib.ExitStack() as stack:
-                if name != "default":
-                    stack.enter_context(numpy_backend())
-                if name == "before":
-                    stack.enter_context(sb3_rollout_buffer())
-                rate, share = buttonup(config, args.steps)
+            rate, share = setup(name, config, args.steps)
             rates[name].append(rate)
             shares[name].append(share)
     med = {name: statistics.median(values) for name, values in rates.items() if values}
@@ -347,6 +376,7 @@ def main() -> None:
             f"  ButtonUp {name:18s} ({config.n_envs} envs x {config.n_steps}, batch "
             f"{config.batch_size}, {'shared' if config.shared else 'separate'} "
             f"{'x'.join(map(str, config.hidden))} {'bfloat16' if config.bfloat16 else 'float32'}"
+            f"{', active features' if config.active_features else ''}"
             f", {config.critic} critic, {config.threads} "
             f"thread{'s' if config.threads > 1 else ''}): "
             f"{med[name]:>8,.0f}  ({100 * statistics.median(shares[name]):.0f}% of the time "

@@ -22,6 +22,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
 from torch.nn import functional as F
 
+from .active import END, MAX_ACTIVE, active_features, active_linear
 from .encoding import CHANNELS, MAX_LEGAL
 
 CRITICS = ("expected", "pooled")
@@ -96,7 +97,33 @@ class RingViews(nn.Module):
         return th.autocast("cpu", dtype=th.bfloat16, enabled=self.bfloat16)
 
     def _views(self, features: th.Tensor) -> th.Tensor:
+        """The views, dense (float: ``view_size`` features each) or as lists of their active
+        features (int16: :func:`buttonup_env.active.active_features`)."""
+        if features.dtype == th.int16:
+            return features.reshape(-1, MAX_LEGAL, MAX_ACTIVE)
         return features.reshape(-1, MAX_LEGAL, self.view_size)
+
+    def _body(self, body: nn.Sequential, views: th.Tensor) -> th.Tensor:
+        """The per-view layers on the views; on lists of active features the first layer adds
+        up the listed weight rows (:func:`~buttonup_env.active.active_linear`, float32)."""
+        if views.dtype != th.int16:
+            with self._autocast():
+                return body(views)
+        layers = list(body)
+        hidden = active_linear(views, layers[0])
+        with self._autocast():
+            for layer in layers[1:]:
+                hidden = layer(hidden)
+        return hidden
+
+    def _legal(self, features: th.Tensor) -> th.Tensor:
+        """Which views have a legal move behind them: a legal move's view has a stack in its
+        first place, so its bottom button (height 0) sets one of the first CHANNELS
+        features; an illegal move's view is all zeros."""
+        views = self._views(features)
+        if views.dtype == th.int16:
+            return views[:, :, 0] != END
+        return views[:, :, 0:CHANNELS].sum(dim=-1) > 0
 
     def _bound(self, scores: th.Tensor) -> th.Tensor:
         scores = scores.float()
@@ -135,16 +162,13 @@ class RingViews(nn.Module):
         """The critic's value: each legal move's afterstate value (``values``, one per view),
         weighted by the policy's probability of the move (held fixed: the value loss does not
         move the policy)."""
-        # a legal move's view has a stack in its first place, so its bottom button (height 0)
-        # sets one of the first CHANNELS features; an illegal move's view is all zeros
-        legal = self._views(features)[:, :, 0:CHANNELS].sum(dim=-1) > 0
+        legal = self._legal(features)
         weights = th.softmax(scores.detach().masked_fill(~legal, -th.inf), dim=1)
         weights = th.nan_to_num(weights)  # no legal move (the round is over): value 0
         return (weights * values.float()).sum(dim=1, keepdim=True)
 
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
-        with self._autocast():
-            body = self.actor_body(self._views(features))
+        body = self._body(self.actor_body, self._views(features))
         if self._fused():  # the same product as in forward(), so the same logits
             return self._both_scores(body)[0]
         return self._scores(body)
@@ -152,9 +176,7 @@ class RingViews(nn.Module):
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
         if self.critic == "expected":  # the value needs the actor's scores too
             return self.forward(features)[1]
-        with self._autocast():
-            body = self.critic_body(self._views(features))
-        return self._pooled(body)
+        return self._pooled(self._body(self.critic_body, self._views(features)))
 
     def log_probs_and_value(
         self, features: th.Tensor, masks: th.Tensor
@@ -169,14 +191,13 @@ class RingViews(nn.Module):
         if self.critic != "expected":
             raise ValueError(f"log_probs_and_value needs the expected critic, not {self.critic!r}")
         views = self._views(features)
-        with self._autocast():
-            body = self.actor_body(views)
+        body = self._body(self.actor_body, views)
         if self._fused():
             scores, values = self._both_scores(body)
         else:
             scores = self._scores(body)
             with self._autocast():
-                values = self.critic_score(self.critic_body(views)).squeeze(-1)
+                values = self.critic_score(self._body(self.critic_body, views)).squeeze(-1)
         log_probs = th.log_softmax(scores.masked_fill(~masks, _MASKED), dim=1)
         weights = log_probs.detach().exp().masked_fill(~masks, 0.0)  # no legal move: value 0
         value = (weights * values.float()).sum(dim=1, keepdim=True)
@@ -184,15 +205,13 @@ class RingViews(nn.Module):
 
     def forward(self, features: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
         views = self._views(features)
-        with self._autocast():
-            body = self.actor_body(views)
+        body = self._body(self.actor_body, views)
         if self._fused():
             scores, values = self._both_scores(body)
             return scores, self._expected(features, scores, values)
         scores = self._scores(body)
         if self.critic_body is not self.actor_body:  # separate layers: the critic's own pass
-            with self._autocast():
-                body = self.critic_body(views)
+            body = self._body(self.critic_body, views)
         if self.critic == "expected":
             with self._autocast():
                 values = self.critic_score(body).squeeze(-1)
@@ -212,7 +231,14 @@ class RingPolicy(MaskableActorCriticPolicy):
     gradients and outputs stay float32), about twice as fast where the CPU has bfloat16 matrix
     units (AMX, AVX512-BF16) and slower elsewhere; exported policies are float32 either way;
     ``critic`` (default ``"pooled"``), how the critic values a position (see
-    :class:`RingViews`; the exported policy is the actor alone either way).
+    :class:`RingViews`; the exported policy is the actor alone either way);
+    ``active_features`` (default False): the views (binary: the ``afterstates`` or ``ring``
+    encoding) reach the first layer as lists of their active features
+    (:mod:`buttonup_env.active`), which adds up the listed weight rows in float32 instead of
+    multiplying all of them (in bfloat16 with ``bfloat16``): the same function, a twentieth
+    of the first layer's arithmetic; exported policies are the same dense layers either way.
+    With :class:`~buttonup_env.sb3.TensorRolloutBuffer` given the same views' ``view_size``,
+    the updates' minibatches come as lists already.
     """
 
     def __init__(
@@ -223,6 +249,7 @@ class RingPolicy(MaskableActorCriticPolicy):
         logit_bound: float | None = None,
         bfloat16: bool = False,
         critic: str = "pooled",
+        active_features: bool = False,
         **kwargs: Any,
     ) -> None:
         if logit_bound is not None and not logit_bound > 0:
@@ -232,6 +259,7 @@ class RingPolicy(MaskableActorCriticPolicy):
         self.logit_bound = logit_bound
         self.bfloat16 = bfloat16
         self.critic = critic
+        self.active_features = active_features
         kwargs.setdefault("activation_fn", nn.ReLU)
         super().__init__(*args, **kwargs)
 
@@ -268,6 +296,24 @@ class RingPolicy(MaskableActorCriticPolicy):
             except RuntimeError:  # no fused Adam for this device in this torch
                 pass
         return self.optimizer_class(self.parameters(), lr=lr, **kwargs)
+
+    def extract_features(self, obs: th.Tensor, *args: Any, **kwargs: Any) -> th.Tensor:  # type: ignore[override]
+        """The observations as SB3 preprocesses them, as lists of their views' active features
+        with ``active_features`` (int16; lists already made, by
+        ``buttonup_env.sb3.TensorRolloutBuffer``, pass through as they are)."""
+        if isinstance(obs, th.Tensor) and obs.dtype == th.int16:
+            return obs
+        features = super().extract_features(obs, *args, **kwargs)
+        if not self.active_features:
+            return features
+        lists = active_features(features.detach().cpu(), self.mlp_extractor.view_size)
+        return th.as_tensor(lists.reshape(len(lists), -1), device=self.device)
+
+    def predict_values(self, obs: th.Tensor) -> th.Tensor:
+        """The critic's values (sb3-contrib's reads the features past this class's
+        :meth:`extract_features`)."""
+        features = self.extract_features(obs, self.vf_features_extractor)
+        return self.value_net(self.mlp_extractor.forward_critic(features))
 
     def _masks(self, action_masks: th.Tensor | np.ndarray, rows: int) -> th.Tensor:
         return th.as_tensor(action_masks, dtype=th.bool, device=self.device).reshape(rows, -1)
@@ -322,4 +368,5 @@ class RingPolicy(MaskableActorCriticPolicy):
         data["logit_bound"] = self.logit_bound
         data["bfloat16"] = self.bfloat16
         data["critic"] = self.critic
+        data["active_features"] = self.active_features
         return data

@@ -48,6 +48,7 @@ from tqdm import tqdm
 from buttonup_env.arena import evaluate_many
 from buttonup_env.bots import BOT_NAMES
 from buttonup_env.cli import run_cli
+from buttonup_env.encoding import ENCODINGS
 from buttonup_env.league import rate_against_ladder
 from buttonup_env.nets import RingPolicy
 from buttonup_env.onnx_writer import export_onnx
@@ -155,6 +156,10 @@ def make_model(
         learning_rate=config.learning_rate,
         n_steps=config.n_steps,
         rollout_buffer_class=TensorRolloutBuffer,
+        # with active_features the minibatches come as lists of active features already
+        rollout_buffer_kwargs=(
+            dict(view_size=ENCODINGS[config.encoding].view_size) if config.active_features else {}
+        ),
         batch_size=config.batch_size,
         n_epochs=config.n_epochs,
         gamma=config.gamma,
@@ -168,6 +173,7 @@ def make_model(
             shared=config.shared,
             bfloat16=config.bfloat16,
             critic=config.critic,
+            active_features=config.active_features,
         ),
         tensorboard_log=None if tensorboard_log is None else str(tensorboard_log),
     )
