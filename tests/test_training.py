@@ -386,22 +386,24 @@ def test_the_first_stop_signal_asks_and_the_second_one_stops_at_once(
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
-@pytest.mark.parametrize("end", [None, 0.0])
-def test_the_learning_rate_decays_only_when_asked(end: float | None, tmp_path: Path) -> None:
-    """--learning-rate-end makes the rate fall linearly over the run, like the entropy; without
-    it the rate stays --learning-rate (SB3 logs the rate it used for each update)."""
+@pytest.mark.parametrize(
+    ("flag", "rates"),
+    [  # set at each rollout's start: progress 0, 1/4, 2/4, 3/4 of the run
+        ([], [1e-3, 0.8e-3, 0.6e-3, 0.4e-3]),  # the default: down to 2e-4
+        (["--learning-rate-end", "0"], [1e-3, 0.75e-3, 0.5e-3, 0.25e-3]),
+        (["--learning-rate-end", "None"], [1e-3] * 4),  # a constant rate
+    ],
+)
+def test_the_learning_rate_decays_to_its_end(
+    flag: list[str], rates: list[float], tmp_path: Path
+) -> None:
+    """The rate falls linearly over the run to --learning-rate-end (2e-4 by default), like the
+    entropy; with None it stays --learning-rate (SB3 logs the rate it used for each update)."""
     args = [*TINY, "--total-steps", "512", "--learning-rate", "1e-3", "--runs-dir", tmp_path]
-    if end is not None:
-        args += ["--learning-rate-end", str(end)]
-    done = run(TRAIN, *args, "--run-name", "lr")
+    done = run(TRAIN, *args, *flag, "--run-name", "lr")
     assert done.returncode == 0, done.stderr[-3000:]
     [events] = scalar_events(tmp_path / "lr", "train/learning_rate")
-    rates = [event.value for event in events]
-    assert len(rates) == 4  # one per rollout of 128 steps
-    if end is None:
-        assert rates == pytest.approx([1e-3] * 4)
-    else:  # set at each rollout's start: progress 0, 1/4, 2/4, 3/4 of the run
-        assert rates == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3], rel=1e-5)
+    assert [event.value for event in events] == pytest.approx(rates, rel=1e-5)
 
 
 def test_a_preset_fills_only_the_settings_left_unset(

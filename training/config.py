@@ -90,10 +90,11 @@ class TrainConfig:
     faster). --no-active-features: the dense layer (in bfloat16 with --bfloat16), as runs
     made before 2026-12-04 had. Exported policies are the same dense layers either way."""
     learning_rate: float = 2e-3
-    """Adam learning rate (at the start, if --learning-rate-end is given)."""
-    learning_rate_end: float | None = None
-    """If given, the learning rate decays linearly to this value over the run, as the entropy
-    coefficient does (default: a constant learning rate)."""
+    """Adam learning rate at the start of the run."""
+    learning_rate_end: float | None = 2e-4
+    """The learning rate decays linearly to this value over the run (steps or time budget,
+    as the entropy coefficient does); None: a constant --learning-rate (the default before
+    2026-12-04)."""
     n_steps: int = 16
     """Steps per env per rollout (rollout = n_envs * n_steps)."""
     batch_size: int = 1024
