@@ -84,11 +84,12 @@ class TrainConfig:
     probability of the move; pooled, a linear layer on the mean and the max of the views'
     features (the earlier default: its backward pass makes updates about a third slower)."""
     active_features: bool = True
-    """The first layer reads each view as the list of its active features (at most 11 of its
-    245 inputs are 1; buttonup_env.active) and adds up their weight rows in float32: the same
-    function as the dense layer with a twentieth of its arithmetic (updates about a quarter
-    faster). --no-active-features: the dense layer (in bfloat16 with --bfloat16), as runs
-    made before 2026-12-04 had. Exported policies are the same dense layers either way."""
+    """The first layer reads each view as the list of its active features (at most 11 of an
+    afterstate view's 245 inputs are 1; buttonup_env.active) and adds up their weight rows in
+    float32: the same function as the dense layer with a twentieth of its arithmetic (an
+    update takes about a fifth less time). --no-active-features: the dense layer (in bfloat16
+    with --bfloat16), as runs made before 2026-12-04 had. Exported policies are the same
+    dense layers either way."""
     learning_rate: float = 2e-3
     """Adam learning rate at the start of the run."""
     learning_rate_end: float | None = 2e-4
