@@ -8,8 +8,11 @@ backward pass of that layer (ReLU after it, a sum as the loss) on the views of `
 positions (three views each) drawn from random play in the batched env, one torch thread, in
 four forms: ``nn.Linear`` in float32; the same under bfloat16 autocast (as ``--bfloat16``
 trains); ``nn.EmbeddingBag`` summing the weight rows of the active inputs (the indices padded to
-11 with a zero row); and the same sum with plain indexing. Medians of ``--repeats`` rounds of
-10 passes each, and each form's time over the dense float32 one's.
+11 with a zero row); the same sum with plain indexing; and
+``buttonup_env.active.active_linear``, the numba kernels training uses (``--active-features``,
+the default), given the lists of active features as ``TensorRolloutBuffer`` makes them once a
+rollout. Medians of ``--repeats`` rounds of 10 passes each, and each form's time over the dense
+float32 one's.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import torch as th
 
+from buttonup_env.active import active_features, active_linear
 from buttonup_env.encoding import MAX_LEGAL
 from buttonup_env.vector import ButtonUpVectorEnv
 
@@ -75,11 +79,17 @@ def main() -> None:
     def indexing() -> None:
         (weight[index].sum(dim=1) + bias).relu().sum().backward()
 
+    lists = th.as_tensor(active_features(x.numpy(), size))
+
+    def kernels() -> None:
+        active_linear(lists, linear).relu().sum().backward()
+
     forms: dict[str, Callable[[], None]] = {
         "nn.Linear, float32": dense,
         "nn.Linear, bfloat16 autocast": dense_bf16,
         "nn.EmbeddingBag over active inputs": embedding_bag,
         "indexing and sum over active inputs": indexing,
+        "active_linear (numba) over active inputs": kernels,
     }
     for form in forms.values():
         for _ in range(3):
@@ -98,7 +108,7 @@ def main() -> None:
     )
     for name in forms:
         ms = statistics.median(times[name])
-        print(f"  {name:38s} {ms:7.2f} ms   {ms / base:5.2f} x the dense float32 time")
+        print(f"  {name:40s} {ms:7.2f} ms   {ms / base:5.2f} x the dense float32 time")
 
 
 if __name__ == "__main__":

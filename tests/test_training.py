@@ -1352,23 +1352,23 @@ def test_the_card_says_which_targets_are_met_and_by_how_much(
     module = training_script("export")
     good = evaluate(RandomBot(0), RandomBot(1), 6, seed=0)
     weak = dataclasses.replace(good, win_rate=0.30, mean_regret=0.25)
-    strong = dataclasses.replace(good, win_rate=0.999, mean_regret=0.04)
+    strong = dataclasses.replace(good, win_rate=0.999, mean_regret=0.015)
     results = {"perfect": ("cmd", weak), "random": ("cmd", strong)}
-    results["greedy"] = ("cmd", dataclasses.replace(good, mean_regret=0.06))
+    results["greedy"] = ("cmd", dataclasses.replace(good, mean_regret=0.03))
     rows = module.targets(results, 0.5)
     by_name = {row["target"]: row for row in rows if "target" in row}
-    regret = by_name["regret against the perfect bot at most 0.02"]
-    assert regret["met"] is False and regret["missed_by"] == pytest.approx(0.23)
-    perfect = by_name["matches won against the perfect bot at least 0.45"]
-    assert perfect["met"] is False and perfect["missed_by"] == pytest.approx(0.15)
+    regret = by_name["regret against the perfect bot at most 0.005"]
+    assert regret["met"] is False and regret["missed_by"] == pytest.approx(0.245)
+    perfect = by_name["matches won against the perfect bot at least 0.48"]
+    assert perfect["met"] is False and perfect["missed_by"] == pytest.approx(0.18)
     random = by_name["matches won against the random bot at least 0.995"]
     assert random["met"] is True and random["missed_by"] is None
-    assert by_name["regret against the random bot at most 0.05"]["met"] is True
-    greedy = by_name["regret against the greedy bot at most 0.05"]
+    assert by_name["regret against the random bot at most 0.02"]["met"] is True
+    greedy = by_name["regret against the greedy bot at most 0.02"]
     assert greedy["met"] is False and greedy["missed_by"] == pytest.approx(0.01)
-    exploit = by_name["exploitability at most 0.3"]
-    assert exploit["met"] is False and exploit["missed_by"] == pytest.approx(0.2)
-    assert any("what_was_tried" in row for row in rows)
+    exploit = by_name["exploitability at most 0.1"]
+    assert exploit["met"] is False and exploit["missed_by"] == pytest.approx(0.4)
+    assert {"what_was_tried": "docs/experiments.md, the results log"} in rows
     only_random = module.targets({"random": ("cmd", strong)})  # no exploitability measured
     assert [row["met"] for row in only_random] == [True, True]  # nothing missed to explain
 

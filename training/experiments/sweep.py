@@ -1,4 +1,5 @@
-"""The short experiments behind the training defaults (README, "What we tried").
+"""The short experiments behind the early training defaults (docs/experiments.md, "Ten-minute
+runs against the perfect bot").
 
     python training/experiments/sweep.py --minutes 10 --encoding afterstates --gae-lambda 1
     python training/experiments/sweep.py --minutes 10 --encoding ring --gae-lambda 0.95
