@@ -185,7 +185,7 @@ class RingViews(nn.Module):
         of ``MAX_LEGAL`` per position): the policy's log-probabilities of the moves (an illegal
         move's about -1e8, as sb3-contrib's masked distribution has them) and the value, the
         afterstate values weighted by those probabilities. The same numbers as
-        :meth:`forward` followed by sb3-contrib's masked distribution, with a third of the
+        ``forward()`` followed by sb3-contrib's masked distribution, with a third of the
         small operations: one masked log-softmax serves the log-probabilities, the entropy
         and the value's weights."""
         if self.critic != "expected":
