@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
+from random_play import random_play
 from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
 from torch import nn
 
@@ -21,16 +22,7 @@ from buttonup_env.vector import ButtonUpVectorEnv
 def observations(encoding: str, rounds_of: int = 200) -> tuple[np.ndarray, np.ndarray]:
     """Observations and masks of every position of ``rounds_of`` rounds of random play (one
     to three legal moves, and the all-zero views of illegal moves)."""
-    env = ButtonUpVectorEnv(rounds_of, opponent="random", encoding=encoding, episode="round")
-    obs, _ = env.reset(seed=4)
-    rng = np.random.default_rng(4)
-    seen, masks = [], []
-    for _ in range(8):
-        mask = env.action_masks()
-        seen.append(obs.copy())
-        masks.append(mask)
-        obs, *_ = env.step((mask * rng.random(mask.shape)).argmax(axis=1))
-    return np.concatenate(seen), np.concatenate(masks)
+    return random_play(rounds_of, steps=8, seed=4, encoding=encoding)
 
 
 @pytest.mark.parametrize("encoding", [AfterstateEncoding, RingEncoding])

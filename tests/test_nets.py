@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch as th
+from random_play import random_play
 from torch import nn
 
 from buttonup_env.encoding import MAX_LEGAL, AfterstateEncoding
 from buttonup_env.nets import CRITICS, RingPolicy, RingViews
-from buttonup_env.vector import ButtonUpVectorEnv
 
 VIEW = AfterstateEncoding.view_size
 
@@ -19,24 +19,11 @@ def positions(count: int = 600) -> tuple[th.Tensor, np.ndarray]:
     """Observations and legal-move masks of ``count`` positions from games of random moves,
     with one, two and three legal moves among them, and finished rounds' all-zero
     observations."""
-    env = ButtonUpVectorEnv(
-        count // 6, opponent="random", encoding="afterstates", episode="round", reward="round"
-    )
-    obs, _ = env.reset(seed=7)
-    rng = np.random.default_rng(7)
-    seen, masks = [], []
-    for _ in range(6):
-        mask = env.action_masks()
-        seen.append(obs.copy())
-        masks.append(mask)
-        choice = (rng.random(len(mask)) * mask.sum(1)).astype(int)
-        actions = np.array([np.flatnonzero(row)[k] for row, k in zip(mask, choice, strict=True)])
-        obs, *_ = env.step(actions)
-    seen.append(np.zeros((2, MAX_LEGAL * VIEW), np.float32))  # finished: no legal move
-    masks.append(np.zeros((2, MAX_LEGAL), bool))
-    mask = np.concatenate(masks)
+    obs, mask = random_play(count // 6, steps=6, seed=7)
+    obs = np.concatenate([obs, np.zeros((2, MAX_LEGAL * VIEW), np.float32)])  # finished:
+    mask = np.concatenate([mask, np.zeros((2, MAX_LEGAL), bool)])  # no legal move
     assert set(mask.sum(1)) == {0, 1, 2, 3}
-    return th.as_tensor(np.concatenate(seen)), mask
+    return th.as_tensor(obs), mask
 
 
 def network(critic: str, shared: bool = True) -> RingViews:
