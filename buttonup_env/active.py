@@ -88,6 +88,17 @@ _forward_kernel = _compile(_forward)
 _weight_grad_kernel = _compile(_weight_grad)
 
 
+def check_view_size(view_size: object, shape: tuple[int, ...]) -> None:
+    """``ValueError`` in a sentence unless an array of ``shape`` is rows of whole views of
+    ``view_size`` features (a whole number >= 1)."""
+    if not isinstance(view_size, int) or isinstance(view_size, bool) or view_size < 1:
+        raise ValueError(f"view_size must be a whole number >= 1, got {view_size!r}")
+    if len(shape) != 2 or shape[1] % view_size:
+        raise ValueError(
+            f"active_features needs rows of views of {view_size} features, got shape {shape}"
+        )
+
+
 def active_features(obs: np.ndarray | th.Tensor, view_size: int) -> np.ndarray:
     """The active features of each view of ``obs`` (rows of views of ``view_size`` features,
     float32, 0 or 1): an int16 array of shape ``(rows, views, MAX_ACTIVE)``.
@@ -96,10 +107,7 @@ def active_features(obs: np.ndarray | th.Tensor, view_size: int) -> np.ndarray:
     :data:`MAX_ACTIVE` ones in a view."""
     array = obs.numpy() if isinstance(obs, th.Tensor) else obs
     array = np.ascontiguousarray(array, dtype=np.float32)
-    if array.ndim != 2 or array.shape[1] % view_size:
-        raise ValueError(
-            f"active_features needs rows of views of {view_size} features, got shape {array.shape}"
-        )
+    check_view_size(view_size, array.shape)
     views = array.reshape(-1, view_size)
     active = np.full((len(views), MAX_ACTIVE), END, np.int16)
     bad = _scan_kernel(views, active)
@@ -138,6 +146,28 @@ class _ActiveLinear(th.autograd.Function):
 def active_linear(active: th.Tensor, layer: th.nn.Linear) -> th.Tensor:
     """``layer`` applied to the views whose active features ``active`` lists (int16, the last
     dimension :data:`MAX_ACTIVE`, from :func:`active_features`): the same as ``layer`` on the
-    dense views, computed from the listed weight rows only, in float32. Gradients reach the
-    layer's weight and bias."""
-    return _ActiveLinear.apply(active, layer.weight, layer.bias)
+    dense views, computed from the listed weight rows only, in float32, on the CPU. Gradients
+    reach the layer's weight and bias.
+
+    ``ValueError`` in a sentence for lists of another dtype or shape, or with a feature the
+    layer does not have (the kernels would read past its weights), and for a layer or lists
+    off the CPU."""
+    weight = layer.weight
+    if active.dtype != th.int16 or active.ndim < 1 or active.shape[-1] != MAX_ACTIVE:
+        raise ValueError(
+            f"active_linear needs int16 lists of {MAX_ACTIVE} (from active_features), got "
+            f"{active.dtype} of shape {tuple(active.shape)}"
+        )
+    if weight.device.type != "cpu" or active.device.type != "cpu":
+        raise ValueError(
+            f"active_linear runs on the CPU (numba kernels), got the layer on {weight.device} "
+            f"and the lists on {active.device}: use the dense layer elsewhere"
+        )
+    if active.numel():
+        low, high = th.aminmax(active)
+        if int(low) < END or int(high) >= weight.shape[1]:
+            raise ValueError(
+                f"active_linear got features from {int(low)} to {int(high)} for a layer of "
+                f"{weight.shape[1]} inputs (a list holds 0 to {weight.shape[1] - 1}, then {END})"
+            )
+    return _ActiveLinear.apply(active, weight, layer.bias)

@@ -35,7 +35,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (
     VecEnvStepReturn,
 )
 
-from .active import active_features
+from .active import active_features, check_view_size
 from .vector import ButtonUpVectorEnv
 
 
@@ -163,6 +163,8 @@ class TensorRolloutBuffer(MaskableRolloutBuffer):
 
     def __init__(self, *args: Any, view_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if view_size is not None:  # a sentence now, not an error at the first update
+            check_view_size(view_size, (self.buffer_size * self.n_envs, *self.obs_shape))
         self.view_size = view_size
 
     def reset(self) -> None:

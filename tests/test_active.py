@@ -153,3 +153,26 @@ def test_tensor_rollout_buffer_hands_out_lists() -> None:
         np.testing.assert_array_equal(have.observations.numpy(), lists)
         for a, b in zip(want[1:], have[1:], strict=True):
             assert th.equal(a, b)
+
+
+def test_bad_lists_and_view_sizes_are_named() -> None:
+    """Lists the kernels cannot read (another dtype or length, a feature past the layer's
+    inputs) and view sizes that do not divide the observations are refused in a sentence,
+    before any kernel runs; a TensorRolloutBuffer says so when it is made."""
+    layer = nn.Linear(245, 8)
+    cases = [
+        (th.zeros((2, 3, MAX_ACTIVE)), r"int16 lists of 11 .* got torch.float32"),
+        (th.zeros((2, 3, 5), dtype=th.int16), r"int16 lists of 11 .* shape \(2, 3, 5\)"),
+        (th.full((2, 3, MAX_ACTIVE), 245, dtype=th.int16), r"features from 245 to 245 .* 245"),
+        (th.full((2, 3, MAX_ACTIVE), -2, dtype=th.int16), r"features from -2 to -2"),
+    ]
+    for lists, message in cases:
+        with pytest.raises(ValueError, match=message):
+            active_linear(lists, layer)
+    assert layer.weight.grad is None
+    with pytest.raises(ValueError, match="view_size must be a whole number >= 1, got 0"):
+        active_features(np.zeros((2, 735), np.float32), 0)
+    env = ButtonUpVectorEnv(2, encoding="afterstates")
+    spaces_ = env.single_observation_space, env.single_action_space
+    with pytest.raises(ValueError, match=r"views of 100 features, got shape \(16, 735\)"):
+        TensorRolloutBuffer(8, *spaces_, n_envs=2, view_size=100)
