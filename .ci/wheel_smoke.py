@@ -24,9 +24,9 @@ import numpy as np
 
 import buttonup_env
 from buttonup_env import RandomBot, State
-from buttonup_env.evaluation import evaluate
-from buttonup_env.models import SHIPPED_DIR, shipped_policies
-from buttonup_env.records import write_records
+from buttonup_env.game.records import write_records
+from buttonup_env.players.evaluation import evaluate
+from buttonup_env.players.shipped import SHIPPED_DIR, shipped_policies
 
 BIN = Path(sys.executable).parent
 # every slot in turn, over and over: the illegal ones are refused, the legal ones played

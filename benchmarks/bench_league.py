@@ -21,12 +21,17 @@ import argparse
 import statistics
 import time
 
-from buttonup_env.arena import make_player, play_pairs
-from buttonup_env.bots import BOT_NAMES, make_bot
-from buttonup_env.evaluation import evaluate
-from buttonup_env.league import fit_ratings, ladder_ratings, rate_against_ladder, round_robin
-from buttonup_env.policy import load_policy
-from buttonup_env.tables import game_tables
+from buttonup_env.engine.tables import game_tables
+from buttonup_env.players.arena import make_player, play_pairs
+from buttonup_env.players.bots import BOT_NAMES, make_bot
+from buttonup_env.players.evaluation import evaluate
+from buttonup_env.players.league import (
+    fit_ratings,
+    ladder_ratings,
+    rate_against_ladder,
+    round_robin,
+)
+from buttonup_env.players.policy import load_policy
 
 PLAYERS = (
     "random",

@@ -3,13 +3,13 @@
     python benchmarks/bench_network.py [--batch 1024] [--hidden 128] [--repeats 7]
 
 Each afterstate view has 245 inputs, of which at most 11 are 1 and the rest 0, so the first
-layer of ``buttonup_env.nets.RingPolicy`` multiplies mostly zeros. This measures one forward and
-backward pass of that layer (ReLU after it, a sum as the loss) on the views of ``--batch``
+layer of ``buttonup_env.learn.nets.RingPolicy`` multiplies mostly zeros. This measures one forward
+and backward pass of that layer (ReLU after it, a sum as the loss) on the views of ``--batch``
 positions (three views each) drawn from random play in the batched env, one torch thread, in
 four forms: ``nn.Linear`` in float32; the same under bfloat16 autocast (as ``--bfloat16``
 trains); ``nn.EmbeddingBag`` summing the weight rows of the active inputs (the indices padded to
 11 with a zero row); the same sum with plain indexing; and
-``buttonup_env.active.active_linear``, the numba kernels training uses (``--active-features``,
+``buttonup_env.learn.active.active_linear``, the numba kernels training uses (``--active-features``,
 the default), given the lists of active features as ``TensorRolloutBuffer`` makes them once a
 rollout. Medians of ``--repeats`` rounds of 10 passes each, and each form's time over the dense
 float32 one's.
@@ -25,9 +25,9 @@ from collections.abc import Callable
 import numpy as np
 import torch as th
 
-from buttonup_env.active import active_features, active_linear
-from buttonup_env.encoding import MAX_LEGAL
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.game.encoding import MAX_LEGAL
+from buttonup_env.learn.active import active_features, active_linear
 
 ACTIVE = 11
 """The most inputs of a view that are 1 at once."""

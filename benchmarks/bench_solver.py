@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
-from buttonup_env import solver
-from buttonup_env.bots import PerfectBot, RandomBot
-from buttonup_env.rules import LAYOUTS, State
+from buttonup_env.game import solver
+from buttonup_env.game.rules import LAYOUTS, State
+from buttonup_env.players.bots import PerfectBot, RandomBot
 
 
 def main() -> None:

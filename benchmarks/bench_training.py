@@ -66,7 +66,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
 from training import train
 from training.config import SELF_PLAY, TrainConfig, resolve
 from training.train import make_model, write_snapshot
@@ -182,8 +182,8 @@ def timed(owner: type, name: str, totals: dict[str, float]) -> Iterator[None]:
 def profile(config: TrainConfig, steps: int) -> None:
     """Where one run of ``config`` spends its time: timers around the env's step, the ONNX
     snapshots' inference, and the rollouts and updates (TimeSplit)."""
-    from buttonup_env.policy import OnnxPolicy
-    from buttonup_env.sb3 import SB3VecEnv
+    from buttonup_env.learn.sb3 import SB3VecEnv
+    from buttonup_env.players.policy import OnnxPolicy
 
     totals: dict[str, float] = {}
     with (

@@ -57,8 +57,8 @@ print(worker, total - spent["train"] - worker)
 
 EXPLOIT = """
 import sys
-from buttonup_env.exploit import exploitability
-from buttonup_env.policy import load_policy
+from buttonup_env.players.exploit import exploitability
+from buttonup_env.players.policy import load_policy
 exploitability(load_policy(sys.argv[1]))
 """
 

@@ -48,7 +48,7 @@ import gymnasium as gym
 import numpy as np
 
 import buttonup_env  # noqa: F401  (registers ButtonUp-v0 and its vector entry point)
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
 
 
 def legal_player(rng: np.random.Generator) -> Callable[[np.ndarray], np.ndarray]:
@@ -138,7 +138,7 @@ def run_python(code: str, env: dict[str, str] | None = None) -> list[float]:
 
 FIRST_USE = """
 import time
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
 env = ButtonUpVectorEnv(64, opponent="perfect", episode="round", random_start=0.5)
 start = time.perf_counter()
 _, info = env.reset(seed=0)
@@ -162,7 +162,7 @@ def resident_memory(num_envs: int, backend: str) -> tuple[float, float]:
     holding ``num_envs`` envs (tables, compiled kernels and a few steps included)."""
     code = f"""
 import numpy as np, gymnasium, buttonup_env
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS"):
@@ -210,7 +210,7 @@ def main() -> None:
         except ImportError:
             parser.error('--pgx needs jax and pgx: pip install -e ".[bench]"')
 
-    from buttonup_env import kernels
+    from buttonup_env.engine import kernels
 
     two_threads = kernels.numba.config.NUMBA_NUM_THREADS >= 2
     makers: dict[str, tuple[Callable[[int], Any], bool]] = {

@@ -9,10 +9,10 @@ import os
 
 from gymnasium.envs.registration import register, registry
 
-from .bots import GreedyBot, PerfectBot, Player, RandomBot
-from .env import ButtonUpEnv
-from .match import Match
-from .rules import LAYOUTS, State
+from .envs.env import ButtonUpEnv
+from .game.match import Match
+from .game.rules import LAYOUTS, State
+from .players.bots import GreedyBot, PerfectBot, Player, RandomBot
 
 __all__ = [
     "LAYOUTS",
@@ -31,8 +31,8 @@ __version__ = "0.1.0"
 if "ButtonUp-v0" not in registry:
     register(
         id="ButtonUp-v0",
-        entry_point="buttonup_env.env:ButtonUpEnv",
-        vector_entry_point="buttonup_env.vector:ButtonUpVectorEnv",
+        entry_point="buttonup_env.envs.env:ButtonUpEnv",
+        vector_entry_point="buttonup_env.envs.vector:ButtonUpVectorEnv",
     )
 
 
@@ -41,9 +41,9 @@ def load_policy(
 ) -> Player:
     """Load a shipped policy by name (``"buttonup-ppo"``) or an exported one from its file.
 
-    Returns a player with ``act(state) -> slot``. See :func:`buttonup_env.policy.load_policy`
-    (imported lazily: onnxruntime only when used).
+    Returns a player with ``act(state) -> slot``. See
+    :func:`buttonup_env.players.policy.load_policy` (imported lazily: onnxruntime only when used).
     """
-    from .policy import load_policy as _load
+    from .players.policy import load_policy as _load
 
     return _load(path, trusted=trusted, deterministic=deterministic)

@@ -1,12 +1,13 @@
 """Griffe extension for the documentation site: the docstrings' Sphinx roles become links.
 
 The docstrings are written for ``help()`` in the usual Python way, with roles such as
-``:class:`~buttonup_env.rules.State``` and ``:meth:`play```. mkdocstrings renders Markdown,
+``:class:`~buttonup_env.game.rules.State``` and ``:meth:`play```. mkdocstrings renders Markdown,
 where a role would show up as literal text, so once the package is loaded every role becomes a
-cross-reference that mkdocs-autorefs turns into a link: ``[`State`][buttonup_env.rules.State]``.
-A relative target is looked up like Python names: in the object itself, then its parents, then
-the package. A role naming nothing in the package is a warning, so ``mkdocs build --strict``
-fails on it. An reST ``text::`` before an indented example loses one colon.
+cross-reference that mkdocs-autorefs turns into a link:
+``[`State`][buttonup_env.game.rules.State]``. A relative target is looked up like Python names: in
+the object itself, then its parents, then the package. A role naming nothing in the package is a
+warning, so ``mkdocs build --strict`` fails on it. An reST ``text::`` before an indented example
+loses one colon.
 
 Used by ``mkdocs.yml`` (``plugins: mkdocstrings: ... extensions``); not part of the package.
 """

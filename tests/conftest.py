@@ -48,8 +48,8 @@ def linear_policy() -> Callable[[Path, str, int], Path]:
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
-    from buttonup_env.encoding import ENCODINGS
-    from buttonup_env.policy import META_ENCODING, META_VERSION
+    from buttonup_env.game.encoding import ENCODINGS
+    from buttonup_env.players.policy import META_ENCODING, META_VERSION
 
     def write(path: Path, encoding: str, seed: int) -> Path:
         size, actions = ENCODINGS[encoding].size, ENCODINGS[encoding].actions

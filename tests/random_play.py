@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
 
 
 def random_play(

@@ -12,8 +12,8 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 
-from buttonup_env.encoding import SlotEncoding
-from buttonup_env.rules import LAYOUTS, State
+from buttonup_env.game.encoding import SlotEncoding
+from buttonup_env.game.rules import LAYOUTS, State
 
 
 def random_positions(seed: int, count: int) -> list[State]:

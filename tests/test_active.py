@@ -1,4 +1,4 @@
-"""Views as lists of their active features (buttonup_env.active): the lists, the first layer
+"""Views as lists of their active features (buttonup_env.learn.active): the lists, the first layer
 that reads them against nn.Linear on the dense views, RingPolicy reading them, and
 TensorRolloutBuffer handing them to the updates."""
 
@@ -12,11 +12,11 @@ from random_play import random_play
 from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
 from torch import nn
 
-from buttonup_env.active import END, MAX_ACTIVE, active_features, active_linear
-from buttonup_env.encoding import MAX_LEGAL, AfterstateEncoding, RingEncoding
-from buttonup_env.nets import RingPolicy
-from buttonup_env.sb3 import TensorRolloutBuffer
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.game.encoding import MAX_LEGAL, AfterstateEncoding, RingEncoding
+from buttonup_env.learn.active import END, MAX_ACTIVE, active_features, active_linear
+from buttonup_env.learn.nets import RingPolicy
+from buttonup_env.learn.sb3 import TensorRolloutBuffer
 
 
 def observations(encoding: str, rounds_of: int = 200) -> tuple[np.ndarray, np.ndarray]:

@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from buttonup_env import animate, render
-from buttonup_env.records import problem, read_records
-from buttonup_env.rules import State
+from buttonup_env.envs import render
+from buttonup_env.game.records import problem, read_records
+from buttonup_env.game.rules import State
+from buttonup_env.ui import animate
 
 Image = pytest.importorskip("PIL.Image")
 

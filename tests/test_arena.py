@@ -1,16 +1,17 @@
-"""``buttonup_env.arena``'s measurements: regret, margins and wins, held to the rules engine and
-the solver (the match loop itself is tested in test_league.py)."""
+"""``buttonup_env.players.arena``'s measurements: regret, margins and wins, held to the rules
+engine and the solver (the match loop itself is tested in test_league.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from buttonup_env import load_policy, solver
-from buttonup_env.arena import BotPlayer, evaluate_many, play_matches, play_pairs
-from buttonup_env.bots import PerfectBot
-from buttonup_env.evaluation import evaluate
-from buttonup_env.rules import COLORS, LAYOUTS, State
+from buttonup_env import load_policy
+from buttonup_env.game import solver
+from buttonup_env.game.rules import COLORS, LAYOUTS, State
+from buttonup_env.players.arena import BotPlayer, evaluate_many, play_matches, play_pairs
+from buttonup_env.players.bots import PerfectBot
+from buttonup_env.players.evaluation import evaluate
 
 
 class Recording:
@@ -98,7 +99,7 @@ def test_the_measured_policys_file_path_does_not_change_its_matches(tmp_path) ->
     in two folders must play the same matches."""
     import shutil
 
-    from buttonup_env.models import shipped_policy_path
+    from buttonup_env.players.shipped import shipped_policy_path
 
     paths = []
     for folder in ("a", "b"):

@@ -8,7 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from buttonup_env.bots import (
+from buttonup_env.game.rules import LAYOUTS, State, other
+from buttonup_env.players.bots import (
     BOT_CLASSES,
     BOT_NAMES,
     GradedBot,
@@ -21,7 +22,6 @@ from buttonup_env.bots import (
     immediate_margin,
     make_bot,
 )
-from buttonup_env.rules import LAYOUTS, State, other
 
 EVERY_BOT = [RandomBot, GreedyBot, PerfectBot, functools.partial(GradedBot, 0.3)]
 
@@ -108,13 +108,6 @@ def test_bots_by_name() -> None:
     assert BOT_NAMES == ("random", "greedy", "perfect") == tuple(BOT_CLASSES)
     assert BOT_CLASSES == {"random": RandomBot, "greedy": GreedyBot, "perfect": PerfectBot}
     assert [type(make_bot(name)) for name in BOT_NAMES] == list(BOT_CLASSES.values())
-
-
-def test_the_old_name_of_the_bot_classes_says_where_they_went() -> None:
-    import buttonup_env.bots
-
-    with pytest.warns(DeprecationWarning, match="bots.BOTS is now buttonup_env.bots.BOT_CLASSES"):
-        assert buttonup_env.bots.BOTS is BOT_CLASSES
 
 
 # --- RandomBot ----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``buttonup_env.cli``: the argument type and the parsing the command-line tools share."""
+"""``buttonup_env.ui.cli``: the argument type and the parsing the command-line tools share."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import io
 
 import pytest
 
-from buttonup_env import animate, play
-from buttonup_env.cli import parse_arguments, whole_number
-from buttonup_env.web import cli as web_cli
+from buttonup_env.ui import animate, play
+from buttonup_env.ui.cli import parse_arguments, whole_number
+from buttonup_env.ui.web import cli as web_cli
 
 
 @pytest.mark.parametrize(

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from test_vector import CONFIGS, MODEL, pool_batch
 
-from buttonup_env import kernels
-from buttonup_env.selfplay import OpponentMix, OpponentPool
-from buttonup_env.vector import BatchedPolicy, ButtonUpVectorEnv
+from buttonup_env.engine import kernels
+from buttonup_env.envs.vector import BatchedPolicy, ButtonUpVectorEnv
+from buttonup_env.players.selfplay import OpponentMix, OpponentPool
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -309,12 +309,12 @@ def test_nothing_compiles_on_import() -> None:
     out = run_python(
         """
         import sys
-        import buttonup_env, buttonup_env.vector
-        from buttonup_env.vector import ButtonUpVectorEnv
+        import buttonup_env, buttonup_env.envs.vector
+        from buttonup_env.envs.vector import ButtonUpVectorEnv
         ButtonUpVectorEnv(2, backend="numpy").reset(seed=0)
         print("numba" in sys.modules)
         env = ButtonUpVectorEnv(2)
-        from buttonup_env import kernels
+        from buttonup_env.engine import kernels
         print("numba" in sys.modules, len(kernels.start_episodes.signatures))
         env.reset(seed=0)
         print(len(kernels.start_episodes.signatures))
@@ -328,8 +328,8 @@ CACHE_PROBE = """
 import time
 start = time.perf_counter()
 import numpy as np
-from buttonup_env import kernels
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.engine import kernels
+from buttonup_env.envs.vector import ButtonUpVectorEnv
 env = ButtonUpVectorEnv(16, opponent="perfect", episode="round", random_start=0.5)
 _, info = env.reset(seed=0)
 for _ in range(20):
@@ -346,7 +346,7 @@ def test_a_read_only_package_caches_in_the_user_cache_folder(tmp_path: Path) -> 
     """Installed read-only, the package compiles once into numba's user-wide cache folder
     (``$XDG_CACHE_HOME/numba``), and the next process loads the kernels from there. With no
     writable cache folder at all it still works, compiling in every process."""
-    from buttonup_env.tables import FORMAT, cache_dir
+    from buttonup_env.engine.tables import FORMAT, cache_dir
 
     package = tmp_path / "site" / "buttonup_env"
     shutil.copytree(ROOT / "buttonup_env", package, ignore=shutil.ignore_patterns("__pycache__"))

@@ -18,12 +18,12 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import buttonup_env
-from buttonup_env.bots import GreedyBot, RandomBot
-from buttonup_env.env import ButtonUpEnv
-from buttonup_env.render import WINDOW_CAPTION, HumanRenderer
-from buttonup_env.rules import MAX_TARGET, State, next_starter, other
-from buttonup_env.vector import ButtonUpVectorEnv
-from buttonup_env.wrappers import RingObservation
+from buttonup_env.envs.env import ButtonUpEnv
+from buttonup_env.envs.render import WINDOW_CAPTION, HumanRenderer
+from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.envs.wrappers import RingObservation
+from buttonup_env.game.rules import MAX_TARGET, State, next_starter, other
+from buttonup_env.players.bots import GreedyBot, RandomBot
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ def test_make_in_a_fresh_process() -> None:
 
 def test_registered_on_import() -> None:
     assert "ButtonUp-v0" in gym.registry
-    assert gym.spec("ButtonUp-v0").entry_point == "buttonup_env.env:ButtonUpEnv"
+    assert gym.spec("ButtonUp-v0").entry_point == "buttonup_env.envs.env:ButtonUpEnv"
     assert isinstance(gym.make("ButtonUp-v0").unwrapped, buttonup_env.ButtonUpEnv)
 
 
@@ -534,11 +534,11 @@ def test_bad_reset_options_get_one_sentence(case: str, env_kind: str) -> None:
 
 @pytest.mark.parametrize("env_kind", ["single", "batched", "pettingzoo"])
 def test_unknown_reset_options_are_ignored_with_one_warning_in_every_env(env_kind: str) -> None:
-    """One rule for the three envs (buttonup_env.interface.reset_options): a key that is no
+    """One rule for the three envs (buttonup_env.envs.interface.reset_options): a key that is no
     option is named in a warning, with the allowed ones, and changes nothing."""
     if env_kind == "pettingzoo":
         pytest.importorskip("pettingzoo")
-        from buttonup_env.pettingzoo import ButtonUpAEC
+        from buttonup_env.envs.pettingzoo import ButtonUpAEC
 
         env: Any = ButtonUpAEC()
     else:

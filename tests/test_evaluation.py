@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
-from buttonup_env.evaluation import EvaluationResult, evaluate, wilson_interval
-from buttonup_env.records import problem
-from buttonup_env.rules import State
+from buttonup_env.game.records import problem
+from buttonup_env.game.rules import State
+from buttonup_env.players.bots import GreedyBot, PerfectBot, RandomBot
+from buttonup_env.players.evaluation import EvaluationResult, evaluate, wilson_interval
 
 
 def textbook_wilson(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:

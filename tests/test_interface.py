@@ -1,4 +1,4 @@
-"""``buttonup_env.interface``: the rules the three envs share, as tables, and the names that
+"""``buttonup_env.envs.interface``: the rules the three envs share, as tables, and the names that
 moved there."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from buttonup_env import interface
-from buttonup_env.interface import action_slot, check_choice, match_reward, round_reward
+from buttonup_env.envs import interface
+from buttonup_env.envs.interface import action_slot, check_choice, match_reward, round_reward
 
 ROUND_REWARDS = [
     # (margin, reward="round", episode="round", what the round's end pays)
@@ -52,22 +52,3 @@ def test_action_slot_refuses_what_is_not_in_the_space(action: object) -> None:
 def test_action_slot_takes_numpy_whole_numbers() -> None:
     assert action_slot(np.int8(4)) == action_slot(np.array(4)) == 4
     assert action_slot(2, actions=3) == 2
-
-
-@pytest.mark.parametrize(
-    ("module", "name", "home"),
-    [
-        ("buttonup_env.env", "MAX_ROUND_MARGIN", "buttonup_env.rules"),
-        ("buttonup_env.env", "COLOR_OPTIONS", "buttonup_env.interface"),
-    ],
-)
-def test_moved_names_still_import_and_say_where_they_went(
-    module: str, name: str, home: str
-) -> None:
-    import importlib
-
-    with pytest.warns(DeprecationWarning, match=f"{module}.{name} is now {home}"):
-        value = getattr(importlib.import_module(module), name)
-    assert value is not None
-    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
-        importlib.import_module(module).nothing  # noqa: B018

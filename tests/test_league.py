@@ -16,8 +16,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from buttonup_env import arena, league, solver
-from buttonup_env.arena import (
+from buttonup_env.engine.tables import game_tables
+from buttonup_env.game import solver
+from buttonup_env.game.encoding import ENCODINGS
+from buttonup_env.game.records import check_record, replay_match
+from buttonup_env.game.rules import COLORS, LAYOUTS, State
+from buttonup_env.players import arena, league
+from buttonup_env.players.arena import (
     BotPlayer,
     PairResult,
     PolicyPlayer,
@@ -25,11 +30,10 @@ from buttonup_env.arena import (
     play_pairs,
     player_specs,
 )
-from buttonup_env.bots import GradedBot, GreedyBot
-from buttonup_env.encoding import ENCODINGS
-from buttonup_env.evaluation import evaluate, wilson_interval
-from buttonup_env.exploit import behaviour_of
-from buttonup_env.league import (
+from buttonup_env.players.bots import GradedBot, GreedyBot
+from buttonup_env.players.evaluation import evaluate, wilson_interval
+from buttonup_env.players.exploit import behaviour_of
+from buttonup_env.players.league import (
     expected_score,
     fit_ratings,
     neighbour_schedule,
@@ -37,11 +41,8 @@ from buttonup_env.league import (
     round_robin,
     schedule,
 )
-from buttonup_env.models import shipped_policy_path, shipped_ratings
-from buttonup_env.policy import load_policy
-from buttonup_env.records import check_record, replay_match
-from buttonup_env.rules import COLORS, LAYOUTS, State
-from buttonup_env.tables import game_tables
+from buttonup_env.players.policy import load_policy
+from buttonup_env.players.shipped import shipped_policy_path, shipped_ratings
 
 
 def positions(seed: int, count: int) -> list[State]:

@@ -1,11 +1,11 @@
-"""``buttonup_env.narration``: a move told from the positions before and after it."""
+"""``buttonup_env.ui.narration``: a move told from the positions before and after it."""
 
 from __future__ import annotations
 
 import pytest
 
-from buttonup_env.narration import Move, describe_move
-from buttonup_env.rules import State
+from buttonup_env.game.rules import State
+from buttonup_env.ui.narration import Move, describe_move
 
 MOVES = [
     # (board, mover, slot, drops, overflow, landed on, extra turn, what describe_move says)

@@ -9,8 +9,8 @@ import torch as th
 from random_play import random_play
 from torch import nn
 
-from buttonup_env.encoding import MAX_LEGAL, AfterstateEncoding
-from buttonup_env.nets import CRITICS, RingPolicy, RingViews
+from buttonup_env.game.encoding import MAX_LEGAL, AfterstateEncoding
+from buttonup_env.learn.nets import CRITICS, RingPolicy, RingViews
 
 VIEW = AfterstateEncoding.view_size
 

@@ -15,10 +15,10 @@ pytest.importorskip("pettingzoo")
 
 from pettingzoo.test import api_test, collect_render_results, render_test, seed_test
 
-from buttonup_env.encoding import SlotEncoding, legal_mask
-from buttonup_env.pettingzoo import AGENT_COLORS, ButtonUpAEC, env
-from buttonup_env.render import WINDOW_CAPTION
-from buttonup_env.rules import State, sow
+from buttonup_env.envs.pettingzoo import AGENT_COLORS, ButtonUpAEC, env
+from buttonup_env.envs.render import WINDOW_CAPTION
+from buttonup_env.game.encoding import SlotEncoding, legal_mask
+from buttonup_env.game.rules import State, sow
 
 # What PettingZoo's api_test says about every environment outside its own list of classic games.
 API_TEST_NOTES = (

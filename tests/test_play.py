@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from buttonup_env.bots import PerfectBot, RandomBot
-from buttonup_env.match import Match
-from buttonup_env.play import EXIT_INTERRUPTED, OpponentError, Session, main
-from buttonup_env.rules import State
+from buttonup_env.game.match import Match
+from buttonup_env.game.rules import State
+from buttonup_env.players.bots import PerfectBot, RandomBot
+from buttonup_env.ui.play import EXIT_INTERRUPTED, OpponentError, Session, main
 
 ESC = "\x1b"
 SLOT_LINE = re.compile(r"^  slot (\d)  (\S+)", re.MULTILINE)
@@ -396,7 +396,7 @@ def test_ctrl_c_in_the_command_quits_with_status_130() -> None:
     # so; a terminal would not. Restore the usual handler, then run the command's main().
     start = (
         "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-        "from buttonup_env.play import main; sys.exit(main())"
+        "from buttonup_env.ui.play import main; sys.exit(main())"
     )
     process = subprocess.Popen(
         [sys.executable, "-c", start, "--opponent", "random", "--seed", "1"],
@@ -422,8 +422,8 @@ def test_an_onnx_policy_plays(tmp_path: Path) -> None:
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
-    from buttonup_env.encoding import SlotEncoding
-    from buttonup_env.policy import FORMAT_VERSION, META_ENCODING, META_VERSION, load_policy
+    from buttonup_env.game.encoding import SlotEncoding
+    from buttonup_env.players.policy import FORMAT_VERSION, META_ENCODING, META_VERSION, load_policy
 
     weights = np.random.default_rng(0).normal(size=(SlotEncoding.size, 9)).astype(np.float32)
     graph = helper.make_graph(

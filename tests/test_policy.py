@@ -24,11 +24,12 @@ from stable_baselines3 import PPO
 from torch import nn
 
 import buttonup_env
-from buttonup_env.encoding import ENCODINGS
-from buttonup_env.models import SHIPPED_DIR, shipped_policies, shipped_policy_path
-from buttonup_env.nets import RingPolicy
-from buttonup_env.onnx_writer import check_exportable, export_onnx
-from buttonup_env.policy import (
+from buttonup_env.envs.wrappers import RingObservation
+from buttonup_env.game.encoding import ENCODINGS
+from buttonup_env.game.rules import State
+from buttonup_env.learn.nets import RingPolicy
+from buttonup_env.learn.onnx_writer import check_exportable, export_onnx
+from buttonup_env.players.policy import (
     META_ENCODING,
     META_VERSION,
     OnnxPolicy,
@@ -37,8 +38,7 @@ from buttonup_env.policy import (
     load_sb3_model,
     read_sb3_zip,
 )
-from buttonup_env.rules import State
-from buttonup_env.wrappers import RingObservation
+from buttonup_env.players.shipped import SHIPPED_DIR, shipped_policies, shipped_policy_path
 
 ROOT = Path(__file__).resolve().parent.parent
 POSITIONS = 1200
@@ -327,7 +327,7 @@ def test_load_policy_needs_no_torch(exported: Callable[[str], tuple[MaskablePPO,
     script = (
         "import sys\n"
         "import buttonup_env\n"
-        "from buttonup_env.rules import State\n"
+        "from buttonup_env.game.rules import State\n"
         f"state = State.from_notation({state.notation!r}, 'B', score={{'R': 3, 'B': 7}}, "
         "target=10)\n"
         "for path in sys.argv[1:]:\n"
@@ -579,7 +579,7 @@ def test_package_load_policy_takes_the_same_keywords(
     exported: Callable[[str], tuple[MaskablePPO, Path]],
 ) -> None:
     """``buttonup_env.load_policy`` is the documented entry point: it should pass
-    ``deterministic`` on like ``buttonup_env.policy.load_policy`` does."""
+    ``deterministic`` on like ``buttonup_env.players.policy.load_policy`` does."""
     path = exported("ring-fresh")[1]
     policy = buttonup_env.load_policy(path, deterministic=False)
     assert not policy.deterministic
@@ -766,12 +766,3 @@ def test_evaluate_takes_a_shipped_policy_name(
     assert evaluate.make_player("buttonup-ppo", False).path == shipped_policy_path("buttonup-ppo")
     with pytest.raises(ValueError, match="buttonup-ppo"):
         evaluate.make_player("buttonup-xyz", False)
-
-
-def test_the_old_onnx_module_says_where_it_went() -> None:
-    import buttonup_env.export
-
-    with pytest.warns(
-        DeprecationWarning, match="export.export_onnx is now buttonup_env.onnx_writer"
-    ):
-        assert buttonup_env.export.export_onnx is export_onnx

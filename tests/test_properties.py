@@ -9,9 +9,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from buttonup_env.encoding import legal_mask
-from buttonup_env.env import ButtonUpEnv
-from buttonup_env.rules import LAYOUTS, State, other
+from buttonup_env.envs.env import ButtonUpEnv
+from buttonup_env.game.encoding import legal_mask
+from buttonup_env.game.rules import LAYOUTS, State, other
 
 layouts = st.integers(min_value=0, max_value=len(LAYOUTS) - 1)
 colors = st.sampled_from(["R", "B"])

@@ -17,9 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
-from buttonup_env.match import Match
-from buttonup_env.records import (
+from buttonup_env.game.match import Match
+from buttonup_env.game.records import (
     MAX_LINE_BYTES,
     InvalidRecord,
     check_record,
@@ -29,7 +28,8 @@ from buttonup_env.records import (
     replay_round,
     write_records,
 )
-from buttonup_env.rules import MAX_TARGET, State
+from buttonup_env.game.rules import MAX_TARGET, State
+from buttonup_env.players.bots import GreedyBot, PerfectBot, RandomBot
 
 DATA = Path(__file__).parent / "data"
 

@@ -1,4 +1,5 @@
-"""The rules core (``buttonup_env.rules``) against docs/rules.md: tables of moves and boards."""
+"""The rules core (``buttonup_env.game.rules``) against docs/rules.md: tables of moves and
+boards."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from buttonup_env.rules import (
+from buttonup_env.game.rules import (
     CLOCKWISE_AFTER,
     LAYOUTS,
     MAX_ROUND_MARGIN,

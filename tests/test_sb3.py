@@ -12,9 +12,9 @@ from sb3_contrib import MaskablePPO
 from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
 from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
 
-from buttonup_env.nets import RingPolicy
-from buttonup_env.sb3 import SB3VecEnv, TensorRolloutBuffer
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.learn.nets import RingPolicy
+from buttonup_env.learn.sb3 import SB3VecEnv, TensorRolloutBuffer
 
 TRAIN = Path(__file__).resolve().parent.parent / "training" / "train.py"
 

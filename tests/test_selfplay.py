@@ -17,13 +17,13 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from buttonup_env.bots import BOT_NAMES, GreedyBot, PerfectBot, RandomBot
-from buttonup_env.nets import RingPolicy
-from buttonup_env.onnx_writer import export_onnx
-from buttonup_env.policy import OnnxPolicy
-from buttonup_env.rules import LAYOUTS, State
-from buttonup_env.selfplay import OpponentMix, OpponentPool
-from buttonup_env.wrappers import RingObservation
+from buttonup_env.envs.wrappers import RingObservation
+from buttonup_env.game.rules import LAYOUTS, State
+from buttonup_env.learn.nets import RingPolicy
+from buttonup_env.learn.onnx_writer import export_onnx
+from buttonup_env.players.bots import BOT_NAMES, GreedyBot, PerfectBot, RandomBot
+from buttonup_env.players.policy import OnnxPolicy
+from buttonup_env.players.selfplay import OpponentMix, OpponentPool
 
 ROOT = Path(__file__).resolve().parent.parent
 DRAWS = 3000

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from buttonup_env import solver
-from buttonup_env.bots import PerfectBot, RandomBot
-from buttonup_env.rules import LAYOUTS, State, other
+from buttonup_env.game import solver
+from buttonup_env.game.rules import LAYOUTS, State, other
+from buttonup_env.players.bots import PerfectBot, RandomBot
 
 WORKED_LAYOUT = "B W W B B R W R R"
 

@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
-from buttonup_env.bots import GradedBot, GreedyBot, RandomBot
-from buttonup_env.cli import run_cli
-from buttonup_env.evaluation import evaluate
-from buttonup_env.exploit import exploitability
-from buttonup_env.policy import META_ENCODING, OnnxPolicy, load_policy
-from buttonup_env.rules import LAYOUTS, State
+from buttonup_env.game.rules import LAYOUTS, State
+from buttonup_env.players.bots import GradedBot, GreedyBot, RandomBot
+from buttonup_env.players.evaluation import evaluate
+from buttonup_env.players.exploit import exploitability
+from buttonup_env.players.policy import META_ENCODING, OnnxPolicy, load_policy
+from buttonup_env.ui.cli import run_cli
 from training.config import SELF_PLAY, SOLVER_MIX
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -433,7 +433,7 @@ def test_a_preset_fills_only_the_settings_left_unset(
 def test_bfloat16_left_unset_follows_the_cpu(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    from buttonup_env.nets import fast_bfloat16
+    from buttonup_env.learn.nets import fast_bfloat16
 
     train = training_script("train")
     assert train.resolve(train.parse_config([])).bfloat16 is fast_bfloat16()
@@ -948,8 +948,6 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
         ),
         ("benchmarks/bench_solver.py", ["--repeats", "0"], "--repeats must be >= 1"),
         ("benchmarks/bench_network.py", ["--batch", "0"], "--batch, --hidden and --repeats"),
-        ("training/experiments/sweep.py", ["--minutes", "0"], "--minutes must be > 0"),
-        ("training/experiments/sweep.py", ["--opponents", "perfect+randm"], "['randm']"),
     ],
     ids=[
         "bench_env",
@@ -958,13 +956,9 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
         "bench_training reference with profile",
         "bench_solver",
         "bench_network",
-        "sweep minutes",
-        "sweep opponents",
     ],
 )
-def test_benchmark_and_experiment_scripts_refuse_bad_arguments(
-    script: str, args: list[str], message: str
-) -> None:
+def test_benchmark_scripts_refuse_bad_arguments(script: str, args: list[str], message: str) -> None:
     done = run(ROOT / script, *args)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert message in done.stderr.splitlines()[-1]  # argparse: the usage, then one error line

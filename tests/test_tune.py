@@ -547,9 +547,9 @@ def test_report_of_run_folders_measures_their_exploitability(
 ) -> None:
     """A train.py run folder has no trial.json: the report measures its final policy as
     tune.py does for a trial (and says so in one line when the file is not a policy)."""
-    from buttonup_env.exploit import exploitability
-    from buttonup_env.models import shipped_policy_path
-    from buttonup_env.policy import load_policy
+    from buttonup_env.players.exploit import exploitability
+    from buttonup_env.players.policy import load_policy
+    from buttonup_env.players.shipped import shipped_policy_path
 
     run = tmp_path / "group" / "run0"
     run.mkdir(parents=True)
@@ -573,7 +573,7 @@ def test_report_of_run_folders_measures_their_exploitability(
 def rated_run(folder: Path, linear_policy: Callable) -> Path:
     """A finished run folder with three snapshots: two random linear policies and the shipped
     agent, and periodic evaluations that logged a rating."""
-    from buttonup_env.models import shipped_policy_path
+    from buttonup_env.players.shipped import shipped_policy_path
 
     run = folder / "run0"
     (run / "snapshots").mkdir(parents=True)
@@ -597,8 +597,8 @@ def test_report_rates_a_runs_snapshots_against_the_ladder(
     picture, and the figures kept in the run folder for the next report."""
     import scipy.stats
 
-    from buttonup_env import exploit
-    from buttonup_env.league import rate_against_ladder
+    from buttonup_env.players import exploit
+    from buttonup_env.players.league import rate_against_ladder
 
     run = rated_run(tmp_path / "group", linear_policy)
     measured: list[str] = []

@@ -11,14 +11,14 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 import buttonup_env
-from buttonup_env import solver
-from buttonup_env.bots import GreedyBot, immediate_margin
-from buttonup_env.encoding import ENCODINGS, legal_mask
-from buttonup_env.models import shipped_policy_path
-from buttonup_env.rules import LAYOUTS, MAX_ROUND_MARGIN, State, other, sow
-from buttonup_env.selfplay import OpponentMix, OpponentPool
-from buttonup_env.tables import game_tables
-from buttonup_env.vector import ButtonUpVectorEnv
+from buttonup_env.engine.tables import game_tables
+from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.game import solver
+from buttonup_env.game.encoding import ENCODINGS, legal_mask
+from buttonup_env.game.rules import LAYOUTS, MAX_ROUND_MARGIN, State, other, sow
+from buttonup_env.players.bots import GreedyBot, immediate_margin
+from buttonup_env.players.selfplay import OpponentMix, OpponentPool
+from buttonup_env.players.shipped import shipped_policy_path
 
 MODEL = shipped_policy_path("buttonup-ppo")
 COLORS = ("R", "B")

@@ -20,14 +20,14 @@ pytest.importorskip("fastapi", reason="the web app needs the web extra: pip inst
 
 from fastapi.testclient import TestClient
 
-from buttonup_env import solver
-from buttonup_env.match import Match
-from buttonup_env.play import describe_move
-from buttonup_env.records import read_records, replay_match
-from buttonup_env.rules import State
-from buttonup_env.web import cli
-from buttonup_env.web.app import STATIC, create_app
-from buttonup_env.web.games import load_records, offer
+from buttonup_env.game import solver
+from buttonup_env.game.match import Match
+from buttonup_env.game.records import read_records, replay_match
+from buttonup_env.game.rules import State
+from buttonup_env.ui.play import describe_move
+from buttonup_env.ui.web import cli
+from buttonup_env.ui.web.app import STATIC, create_app
+from buttonup_env.ui.web.games import load_records, offer
 
 try:  # Starlette's test client moved to httpx2; older installs have httpx
     import httpx2 as httpx
@@ -602,7 +602,7 @@ def test_a_level_plays_as_its_graded_bot(records: list[Any]) -> None:
 
 
 def test_the_command_offers_the_levels_with_the_shipped_leagues_ratings() -> None:
-    from buttonup_env.models import shipped_ratings
+    from buttonup_env.players.shipped import shipped_ratings
 
     ratings = shipped_ratings()
     players, _ = cli._players(None)

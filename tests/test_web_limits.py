@@ -1,4 +1,4 @@
-"""What every request to the web app meets (buttonup_env.web.guard): the Host check against DNS
+"""What every request to the web app meets (buttonup_env.ui.web.guard): the Host check against DNS
 rebinding, the body cap, the header and body timeouts, JSON errors when a policy fails, the
 records file at start-up, and a property over request bodies. The timeouts and the body cap
 are tested against the real server (uvicorn, as buttonup-web runs it) on loopback."""
@@ -22,11 +22,11 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buttonup_env.rules import State
-from buttonup_env.web import cli
-from buttonup_env.web.app import SECURITY_HEADERS, create_app
-from buttonup_env.web.games import OfferedPlayer, offer
-from buttonup_env.web.guard import MAX_BODY_BYTES, AllowedHosts, host_name
+from buttonup_env.game.rules import State
+from buttonup_env.ui.web import cli
+from buttonup_env.ui.web.app import SECURITY_HEADERS, create_app
+from buttonup_env.ui.web.games import OfferedPlayer, offer
+from buttonup_env.ui.web.guard import MAX_BODY_BYTES, AllowedHosts, host_name
 
 LOCAL = "http://127.0.0.1:8000"
 
@@ -364,7 +364,7 @@ def test_a_chunked_body_over_the_cap_is_cut_off(server: tuple[str, int]) -> None
 
 
 def test_a_body_that_does_not_come_gets_408() -> None:
-    from buttonup_env.web import guard
+    from buttonup_env.ui.web import guard
 
     sock = cli.listen("127.0.0.1", 0)
     app = create_app(offer([]))

@@ -46,7 +46,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import tyro
 
-from buttonup_env.cli import run_cli
+from buttonup_env.ui.cli import run_cli
 from training.common import fail
 
 FORMAT = "buttonup-env checkpoint 1"
@@ -509,12 +509,12 @@ def build_policy(
     critic: str = "pooled",
 ) -> Any:
     """The network of a run whose config says ``encoding``, ``hidden``, ``shared``,
-    ``bfloat16`` and ``critic``, freshly made (a ``buttonup_env.nets.RingPolicy`` with its Adam
-    optimiser, as ``MaskablePPO`` makes it for training/train.py)."""
+    ``bfloat16`` and ``critic``, freshly made (a ``buttonup_env.learn.nets.RingPolicy`` with its
+    Adam optimiser, as ``MaskablePPO`` makes it for training/train.py)."""
     from gymnasium import spaces
 
-    from buttonup_env.encoding import ENCODINGS
-    from buttonup_env.nets import RingPolicy
+    from buttonup_env.game.encoding import ENCODINGS
+    from buttonup_env.learn.nets import RingPolicy
 
     view = ENCODINGS[encoding]
     return RingPolicy(
@@ -542,7 +542,7 @@ def check_size(
     """:class:`CheckpointError` when a saved config asks for a network or a rollout larger
     than :data:`MAX_PARAMETERS` or :data:`MAX_ROLLOUT_BYTES` (a crafted config.json would
     otherwise exhaust the memory before any check of the tensors)."""
-    from buttonup_env.encoding import ENCODINGS, MAX_LEGAL
+    from buttonup_env.game.encoding import ENCODINGS, MAX_LEGAL
 
     size = ENCODINGS[encoding].size
     sizes = [size // MAX_LEGAL, *hidden]
@@ -566,7 +566,7 @@ def check_size(
 def network(run_dir: Path, config: dict[str, Any]) -> tuple[str, tuple[int, ...], bool, bool, str]:
     """The encoding, layer sizes, shared layers, bfloat16 products and critic in a run's
     ``config.json`` (read as ``config``), checked."""
-    from buttonup_env.nets import CRITICS
+    from buttonup_env.learn.nets import CRITICS
 
     fields = Fields(run_dir / "config.json")
     encoding = config.get("encoding")
@@ -642,13 +642,13 @@ def check_resume_point(
     path: Path, point: dict[str, Any], batch: Any, steps: int, n_updates: int
 ) -> None:
     """Check every field of a saved resume point (``resume`` in ``latest.json``, at ``path``)
-    against ``batch`` (the run's freshly made ``buttonup_env.vector.ButtonUpVectorEnv``)
+    against ``batch`` (the run's freshly made ``buttonup_env.envs.vector.ButtonUpVectorEnv``)
     and the checkpoint's ``steps`` and ``n_updates``; :class:`CheckpointError` naming the
     first bad field. What it checks is what ``training/train.py``'s ``resume_point`` writes and
     ``ButtonUpVectorEnv.get_state`` returns."""
     import torch as th
 
-    from buttonup_env.bots import BOT_NAMES
+    from buttonup_env.players.bots import BOT_NAMES
 
     f = Fields(path)
     keys = ("steps", "n_updates", "env", "episode_starts", "torch_rng", "numpy_rng", "python_rng")

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import buttonup_env
-from buttonup_env.cli import fail
-from buttonup_env.evaluation import EvaluationResult
+from buttonup_env.players.evaluation import EvaluationResult
+from buttonup_env.ui.cli import fail
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -255,8 +255,8 @@ def final_figures(run_dir: Path, evals: list[dict[str, Any]], measure: bool) -> 
         final["best_steps"] = best["steps"]
     policy = run_dir / "final.onnx"
     if measure and policy.is_file():
-        from buttonup_env.exploit import exploitability
-        from buttonup_env.policy import load_policy
+        from buttonup_env.players.exploit import exploitability
+        from buttonup_env.players.policy import load_policy
 
         final["exploitability"] = exploitability(load_policy(policy)).exploitability
     return final

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 import tyro
 
-from buttonup_env.league import DEFAULT_LADDER, check_ladder
-from buttonup_env.nets import fast_bfloat16
-from buttonup_env.selfplay import OpponentMix
+from buttonup_env.learn.nets import fast_bfloat16
+from buttonup_env.players.league import DEFAULT_LADDER, check_ladder
+from buttonup_env.players.selfplay import OpponentMix
 from training.checkpoints import CheckpointError, Fields, check_size, dataclass_from_json
 
 SELF_PLAY = OpponentMix(
@@ -61,13 +61,13 @@ class TrainConfig:
     """Continue the run in this folder from its last checkpoint (other flags are ignored)."""
 
     encoding: Literal["afterstates", "ring"] = "afterstates"
-    """What the policy sees (buttonup_env.encoding): afterstates (the ring after each legal
+    """What the policy sees (buttonup_env.game.encoding): afterstates (the ring after each legal
     move) or ring (the ring seen from each legal move)."""
     n_envs: int = 256
     """Environments stepped together."""
     vec_env: Literal["batched", "dummy", "subproc"] = "batched"
     """batched: one ButtonUpVectorEnv stepping all envs with array operations
-    (buttonup_env.vector); dummy: ButtonUp-v0 envs one after the other in this process;
+    (buttonup_env.envs.vector); dummy: ButtonUp-v0 envs one after the other in this process;
     subproc: one process per ButtonUp-v0 env."""
     hidden: tuple[int, ...] = (128, 128)
     """Sizes of the per-view hidden layers of actor and critic."""
@@ -75,17 +75,18 @@ class TrainConfig:
     """Actor and critic share their per-view hidden layers (half the arithmetic of separate
     ones; --no-shared: separate layers, as the earlier recipe had)."""
     bfloat16: bool = dataclasses.field(default_factory=fast_bfloat16)
-    """Multiply in bfloat16 in the network's per-view layers (see buttonup_env.nets.RingPolicy).
-    The default is True where the CPU does it in hardware (buttonup_env.nets.fast_bfloat16:
-    there updates run about 1.5 times as fast), False elsewhere (emulated, slower)."""
+    """Multiply in bfloat16 in the network's per-view layers (see
+    buttonup_env.learn.nets.RingPolicy). The default is True where the CPU does it in hardware
+    (buttonup_env.learn.nets.fast_bfloat16: there updates run about 1.5 times as fast), False
+    elsewhere (emulated, slower)."""
     critic: Literal["expected", "pooled"] = "expected"
-    """How the critic values a position (buttonup_env.nets.RingViews): expected, the value of
+    """How the critic values a position (buttonup_env.learn.nets.RingViews): expected, the value of
     each move's afterstate (one linear unit on its view's features) weighted by the policy's
     probability of the move; pooled, a linear layer on the mean and the max of the views'
     features (the earlier default: its backward pass makes updates about a third slower)."""
     active_features: bool = True
     """The first layer reads each view as the list of its active features (at most 11 of an
-    afterstate view's 245 inputs are 1; buttonup_env.active) and adds up their weight rows in
+    afterstate view's 245 inputs are 1; buttonup_env.learn.active) and adds up their weight rows in
     float32: the same function as the dense layer with a twentieth of its arithmetic (an
     update takes about a fifth less time). --no-active-features: the dense layer (in bfloat16
     with --bfloat16), as runs made before 2026-12-04 had. Exported policies are the same
@@ -124,7 +125,7 @@ class TrainConfig:
     the usual paths. Needs --vec-env batched."""
 
     opponents: OpponentMix = SELF_PLAY
-    """Who the learner plays (see buttonup_env.selfplay); by default pure self-play, the
+    """Who the learner plays (see buttonup_env.players.selfplay); by default pure self-play, the
     learner's own snapshots only."""
     snapshot_every: int | None = None
     """Steps between snapshots of the learner added to the opponent pool."""
@@ -138,7 +139,7 @@ class TrainConfig:
     """Matches against the random bot after training."""
     ladder: tuple[str, ...] = DEFAULT_LADDER
     """The reference players each periodic evaluation rates the learner against (Elo, the
-    random bot at 0; see buttonup_env.league)."""
+    random bot at 0; see buttonup_env.players.league)."""
     ladder_matches: int = 300
     """Matches against the ladder in each periodic evaluation, shared evenly among its players
     (0: no rating)."""

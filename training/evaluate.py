@@ -19,7 +19,7 @@ runs pickled code).
 ``--opponent best-response`` measures exploitability instead, exactly and without sampling: how
 many round points the best possible reply strategy gains against the model's greedy choices,
 beyond the game's value, averaged over all 1,680 set-ups and both seats at 0-0 (see
-``buttonup_env.exploit``). The random and greedy bots' figures are printed beside it.
+``buttonup_env.players.exploit``). The random and greedy bots' figures are printed beside it.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from pathlib import Path
 import tyro
 from tqdm import tqdm
 
-from buttonup_env.bots import BOT_NAMES, GreedyBot, Player, RandomBot, graded_p, make_bot
-from buttonup_env.cli import run_cli
-from buttonup_env.evaluation import evaluate
-from buttonup_env.exploit import exploitability
-from buttonup_env.models import shipped_policies
-from buttonup_env.policy import load_policy
-from buttonup_env.records import write_records
-from buttonup_env.rules import LAYOUTS, MAX_TARGET
+from buttonup_env.game.records import write_records
+from buttonup_env.game.rules import LAYOUTS, MAX_TARGET
+from buttonup_env.players.bots import BOT_NAMES, GreedyBot, Player, RandomBot, graded_p, make_bot
+from buttonup_env.players.evaluation import evaluate
+from buttonup_env.players.exploit import exploitability
+from buttonup_env.players.policy import load_policy
+from buttonup_env.players.shipped import shipped_policies
+from buttonup_env.ui.cli import run_cli
 from training.common import check_output_files
 
 

@@ -34,12 +34,12 @@ from typing import Annotated, Literal
 
 import tyro
 
-from buttonup_env.bots import GreedyBot, PerfectBot, RandomBot
-from buttonup_env.cli import run_cli
-from buttonup_env.evaluation import EvaluationResult, evaluate
-from buttonup_env.exploit import exploitability
-from buttonup_env.onnx_writer import check_exportable, export_onnx
-from buttonup_env.policy import OnnxPolicy, load_sb3_model
+from buttonup_env.learn.onnx_writer import check_exportable, export_onnx
+from buttonup_env.players.bots import GreedyBot, PerfectBot, RandomBot
+from buttonup_env.players.evaluation import EvaluationResult, evaluate
+from buttonup_env.players.exploit import exploitability
+from buttonup_env.players.policy import OnnxPolicy, load_sb3_model
+from buttonup_env.ui.cli import run_cli
 from training.checkpoints import CheckpointError, files, old_format, old_format_message, read_state
 from training.checkpoints import load_policy as load_checkpoint_policy
 from training.common import code_version, fail, read_eval_rows, read_json, write_card

@@ -31,9 +31,9 @@ from typing import Literal
 import tyro
 from tqdm import tqdm
 
-from buttonup_env.arena import make_player, play_pairs, player_specs
-from buttonup_env.cli import run_cli
-from buttonup_env.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
+from buttonup_env.players.arena import make_player, play_pairs, player_specs
+from buttonup_env.players.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
+from buttonup_env.ui.cli import run_cli
 from training.common import check_output_files, code_version
 
 

@@ -23,8 +23,8 @@ half of its range), the regret of every trial in order (history.png) and against
 parameter (params.png).
 
 Ratings (``--ratings``, with run folders): every snapshot of a run rated against a fixed ladder
-of bots (``buttonup_env.league.rate_against_ladder``) beside its exact exploitability, the rank
-correlation of the two, and ratings-RUN.png: rating against steps (with the ratings logged by
+of bots (``buttonup_env.players.league.rate_against_ladder``) beside its exact exploitability, the
+rank correlation of the two, and ratings-RUN.png: rating against steps (with the ratings logged by
 the periodic evaluations) and rating against exploitability. See docs/league.md.
 """
 
@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 import tyro
 
-from buttonup_env.bots import BOT_NAMES
-from buttonup_env.cli import run_cli
-from buttonup_env.league import DEFAULT_LADDER
+from buttonup_env.players.bots import BOT_NAMES
+from buttonup_env.players.league import DEFAULT_LADDER
+from buttonup_env.ui.cli import run_cli
 from training.common import (
     code_version,
     fail,
@@ -101,7 +101,7 @@ class ReportConfig:
     draws ratings-RUN.png (rating against steps, rating against exploitability) and adds a
     table with their rank correlation."""
     ladder: tuple[str, ...] = DEFAULT_LADDER
-    """With --ratings: the reference players (see buttonup_env.league)."""
+    """With --ratings: the reference players (see buttonup_env.players.league)."""
     ladder_matches: int = 1000
     """With --ratings: matches of each snapshot against the ladder, shared among its players."""
 
@@ -657,10 +657,10 @@ def snapshot_ratings(run_dir: Path, config: ReportConfig) -> list[dict[str, Any]
     ladder, the matches or the seed differ from the ones it was measured with."""
     from tqdm import tqdm
 
-    from buttonup_env.arena import run_snapshots, snapshot_steps
-    from buttonup_env.exploit import exploitability
-    from buttonup_env.league import rate_against_ladder
-    from buttonup_env.policy import load_policy
+    from buttonup_env.players.arena import run_snapshots, snapshot_steps
+    from buttonup_env.players.exploit import exploitability
+    from buttonup_env.players.league import rate_against_ladder
+    from buttonup_env.players.policy import load_policy
 
     path = run_dir / RATINGS_FILE
     try:
@@ -702,7 +702,7 @@ def ratings_report(folders: list[Path], config: ReportConfig, out: Path) -> tupl
     ratings-RUN.png."""
     import scipy.stats
 
-    from buttonup_env.league import ladder_ratings
+    from buttonup_env.players.league import ladder_ratings
 
     ladder = ladder_ratings(tuple(config.ladder))
     text = [
@@ -815,7 +815,7 @@ def main(argv: list[str] | None = None) -> Path:
         fail("--ratings rates the snapshots of run folders: give --runs FOLDER")
     if config.ratings:
         try:
-            from buttonup_env.league import check_ladder
+            from buttonup_env.players.league import check_ladder
 
             ladder = check_ladder(config.ladder)
         except ValueError as error:

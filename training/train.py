@@ -45,18 +45,18 @@ from stable_baselines3.common.utils import ConstantSchedule
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 from tqdm import tqdm
 
-from buttonup_env.arena import evaluate_many
-from buttonup_env.bots import BOT_NAMES
-from buttonup_env.cli import run_cli
-from buttonup_env.encoding import ENCODINGS
-from buttonup_env.league import rate_against_ladder
-from buttonup_env.nets import RingPolicy
-from buttonup_env.onnx_writer import export_onnx
-from buttonup_env.policy import OnnxPolicy
-from buttonup_env.sb3 import SB3VecEnv, TensorRolloutBuffer
-from buttonup_env.selfplay import OpponentMix, OpponentPool
-from buttonup_env.vector import ButtonUpVectorEnv
-from buttonup_env.wrappers import RingObservation
+from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.envs.wrappers import RingObservation
+from buttonup_env.game.encoding import ENCODINGS
+from buttonup_env.learn.nets import RingPolicy
+from buttonup_env.learn.onnx_writer import export_onnx
+from buttonup_env.learn.sb3 import SB3VecEnv, TensorRolloutBuffer
+from buttonup_env.players.arena import evaluate_many
+from buttonup_env.players.bots import BOT_NAMES
+from buttonup_env.players.league import rate_against_ladder
+from buttonup_env.players.policy import OnnxPolicy
+from buttonup_env.players.selfplay import OpponentMix, OpponentPool
+from buttonup_env.ui.cli import run_cli
 from training.checkpoints import (
     CheckpointError,
     check_resume_point,

@@ -54,9 +54,9 @@ import optuna
 import tyro
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from buttonup_env.bots import BOT_NAMES
-from buttonup_env.cli import run_cli
-from buttonup_env.selfplay import OpponentMix
+from buttonup_env.players.bots import BOT_NAMES
+from buttonup_env.players.selfplay import OpponentMix
+from buttonup_env.ui.cli import run_cli
 from training.common import fail, final_figures, first_line, open_storage, safe_url
 from training.config import TrainConfig, config_to_json, parse_config, resolve
 from training.train import train

@@ -1,0 +1,549 @@
+"""The compiled step of :class:`~buttonup_env.envs.vector.ButtonUpVectorEnv`: numba kernels.
+
+``ButtonUpVectorEnv(..., backend="numba")`` (the default) plays its games with the functions
+here; ``backend="numpy"`` keeps the array operations of :mod:`buttonup_env.envs.vector`, the
+readable reference that the tests replay with the rules engine. The two give the same games
+bit for bit: the same moves, the same draws from the same generators in the same order, the
+same observations (the tests compare them after every step).
+
+Each kernel is a few flat passes over the batch, or over the envs of the current ply (one env
+after another inside a pass, so that the look-ups of different envs overlap in the CPU, and
+prefetching a few envs ahead), reading one 64-byte record per board (:func:`board_records`)
+that holds everything a move needs. What draws random numbers
+(the bots' tie-breaks, new layouts, colours, starters, random starts) runs on one thread, in
+env order, so that every draw is the numpy env's; the observations and masks are passes of
+their own, which run on ``threads`` threads when that is above 1.
+
+The generators are numpy's: a kernel draws through the bit generator's own functions
+(``Generator.bit_generator.ctypes``, the C interface numpy documents), so a draw here
+advances the same generator state as a draw in Python, and ``get_state`` / ``set_state``
+save and restore both. Bounded integers use numpy's own method (Lemire's, on 32-bit draws),
+so that ``integers(n)`` here equals ``Generator.integers(n, size=k)`` drawn in one call.
+
+Nothing compiles on import: numba compiles each kernel when it is first called (a few
+seconds in all) and caches the machine code (``cache=True``): next to this file when that
+folder is writable, otherwise in numba's user-wide cache folder (``~/.cache/numba``, or
+``$NUMBA_CACHE_DIR`` when set), from where later processes load it in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
+
+from ..game.encoding import BOARD_FEATURES, MAX_LEGAL, STACK_FEATURES
+from ..game.rules import LAYOUTS, MAX_ROUND_MARGIN, NUM_SLOTS
+from .tables import RED, GameTables
+
+NUM_LAYOUTS = len(LAYOUTS)
+
+# --- compiling -------------------------------------------------------------------------------
+
+
+def compile_kernel(function: Callable[..., Any], parallel: bool = False) -> Any:
+    """``function`` as a numba dispatcher that compiles on first call and caches its code.
+
+    Without any writable cache folder (a read-only package and home) numba refuses
+    ``cache=True``; the kernels then compile in every process instead.
+    """
+    try:
+        return numba.njit(cache=True, nogil=True, parallel=parallel)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True, parallel=parallel)(function)
+
+
+def _serial_and_parallel(function: Callable[..., Any]) -> tuple[Any, Any]:
+    """The same pass compiled twice: on one thread, and with numba's parallel loops."""
+    return compile_kernel(function), compile_kernel(function, parallel=True)
+
+
+# --- the generators ----------------------------------------------------------------------------
+# A generator is passed to the kernels as three addresses (a row of ``generator_addresses``):
+# its bit generator's state, and its next_uint32 and next_double functions.
+STATE, NEXT_UINT32, NEXT_DOUBLE = 0, 1, 2
+MAIN, RANDOM_BOT, GREEDY_BOT, PERFECT_BOT = 0, 1, 2, 3
+"""Rows of the address array: the batch's own generator, then each bot's."""
+
+
+def generator_addresses(generators: list[np.random.Generator]) -> np.ndarray:
+    """(len(generators), 3) uint64: the state and draw functions of each bit generator.
+
+    The addresses stay valid while the generators live (the env holds them); setting a bit
+    generator's ``state`` writes into the same memory.
+    """
+    rows = []
+    for generator in generators:
+        c = generator.bit_generator.ctypes
+        rows.append(
+            [
+                c.state_address,
+                ctypes.cast(c.next_uint32, ctypes.c_void_p).value,
+                ctypes.cast(c.next_double, ctypes.c_void_p).value,
+            ]
+        )
+    return np.array(rows, dtype=np.uint64)
+
+
+def _call_bit_generator(result: ir.Type) -> Callable[..., Any]:
+    """An intrinsic calling a bit generator function (``address``) on its ``state``."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        pointer = ir.IntType(8).as_pointer()
+        function = builder.inttoptr(args[0], ir.FunctionType(result, [pointer]).as_pointer())
+        return builder.call(function, [builder.inttoptr(args[1], pointer)])
+
+    return codegen
+
+
+@intrinsic
+def _next_uint32(typingctx: Any, address: Any, state: Any) -> Any:
+    return types.uint32(types.uint64, types.uint64), _call_bit_generator(ir.IntType(32))
+
+
+@intrinsic
+def _next_double(typingctx: Any, address: Any, state: Any) -> Any:
+    return types.float64(types.uint64, types.uint64), _call_bit_generator(ir.DoubleType())
+
+
+@numba.njit(inline="always")
+def _random(g: np.ndarray, row: int) -> float:
+    """``Generator.random()`` of generator ``row``."""
+    return _next_double(g[row, NEXT_DOUBLE], g[row, STATE])
+
+
+@numba.njit(inline="always")
+def _below(g: np.ndarray, row: int, n: int) -> int:
+    """``Generator.integers(n)`` of generator ``row`` (numpy's method for int64 results below
+    2**32: Lemire's multiply-and-shift on 32-bit draws, rejecting the biased ones)."""
+    limit = np.uint32(n - 1)
+    if limit == 0:
+        return 0
+    span = np.uint64(limit) + np.uint64(1)
+    m = np.uint64(_next_uint32(g[row, NEXT_UINT32], g[row, STATE])) * span
+    leftover = m & np.uint64(0xFFFFFFFF)
+    if leftover < span:
+        threshold = np.uint64((np.uint32(0xFFFFFFFF) - limit) % np.uint32(span))
+        while leftover < threshold:
+            m = np.uint64(_next_uint32(g[row, NEXT_UINT32], g[row, STATE])) * span
+            leftover = m & np.uint64(0xFFFFFFFF)
+    return np.int64(m >> np.uint64(32))
+
+
+@intrinsic
+def _prefetch_row(typingctx: Any, table: Any, row: Any) -> Any:
+    """Ask the CPU to start loading row ``row`` of a C-ordered 2-D ``table`` into its caches
+    (``llvm.prefetch``). Passes over the batch prefetch a few envs ahead: a board's row is a
+    random place in a large table, and waiting for each in turn would cost its full latency."""
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        columns = cgutils.unpack_tuple(builder, array.shape, 2)[1]
+        row = context.cast(builder, args[1], signature.args[1], types.intp)
+        pointer = builder.gep(array.data, [builder.mul(row, columns)])
+        byte = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        function = builder.module.declare_intrinsic(
+            "llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32])
+        )
+        # a read, kept in all cache levels, of data
+        builder.call(function, [builder.bitcast(pointer, byte), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(table, row), codegen
+
+
+AHEAD = 16
+"""How many envs ahead a pass prefetches its look-ups."""
+
+
+def _sample(g, row, doubles, bounds, integers):
+    """``doubles[i]``: ``random()`` of generator ``row``, one at a time; then ``integers[j, i]``:
+    ``integers(bounds[j])``. For the tests that hold these draws to numpy's."""
+    for i in range(len(doubles)):
+        doubles[i] = _random(g, row)
+    for j in range(len(bounds)):
+        for i in range(integers.shape[1]):
+            integers[j, i] = _below(g, row, bounds[j])
+
+
+sample = compile_kernel(_sample)
+
+
+# --- the board records -------------------------------------------------------------------------
+# One row of 16 int32 (64 bytes, one cache line) per board, all that a move reads:
+NEXT = 0  # columns 0-8: the board after lifting slot s (-1 where s is not legal)
+FLAGS = 9  # bit s: lifting s earns another turn; bit 9 + s: s is legal; bit 18 + s: lifting s
+# ends the round; bits 27-28: the number of legal slots; bit 29: the round is over
+LEGAL_BIT, ENDS_BIT, COUNT_SHIFT, OVER_BIT = 9, 18, 27, 29
+RANDOM = 10  # the random bot's candidates: the legal slots, in increasing order
+GREEDY = 11  # 11 + mover: the greedy bot's candidates (mover 0 Red, 1 Black)
+PERFECT = 13  # 13 + mover: the exact solver's best moves
+MARGIN = 15  # Red's strength minus Black's in the final stack (0 before the round's end)
+# A candidates word holds up to three slots, 4 bits each, and their number in bits 12-13.
+
+
+def _candidates(slots: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Candidate words from (..., 3) slots (-1 padded) and their (...) numbers."""
+    words = counts.astype(np.int32) << 12
+    for k in range(MAX_LEGAL):
+        words |= np.where(slots[..., k] >= 0, slots[..., k], 0).astype(np.int32) << (4 * k)
+    return words
+
+
+def _aligned(rows: int, columns: int, dtype: type) -> np.ndarray:
+    """A (rows, columns) array of zeros whose first row starts on a 64-byte boundary."""
+    size = np.dtype(dtype).itemsize
+    memory = np.zeros(rows * columns + 64 // size, dtype=dtype)
+    start = (-memory.ctypes.data % 64) // size
+    return memory[start : start + rows * columns].reshape(rows, columns)
+
+
+@functools.lru_cache(maxsize=2)
+def board_records(tables: GameTables) -> np.ndarray:
+    """(boards, 16) int32: each board's record (the layout above), one cache line each."""
+    n = len(tables.boards)
+    records = _aligned(n, 16, np.int32)
+    records[:, NEXT : NEXT + NUM_SLOTS] = tables.next_board
+    child = np.where(tables.legal, tables.next_board, 0)
+    flags = np.zeros(n, dtype=np.int64)
+    for slot in range(NUM_SLOTS):
+        flags |= tables.extra_turn[:, slot].astype(np.int64) << slot
+        flags |= tables.legal[:, slot].astype(np.int64) << (LEGAL_BIT + slot)
+        ends = tables.legal[:, slot] & tables.over[child[:, slot]]
+        flags |= ends.astype(np.int64) << (ENDS_BIT + slot)
+    flags |= tables.num_legal.astype(np.int64) << COUNT_SHIFT
+    flags |= tables.over.astype(np.int64) << OVER_BIT
+    records[:, FLAGS] = flags
+    records[:, RANDOM] = _candidates(tables.legal_slots, tables.num_legal)
+    records[:, GREEDY : GREEDY + 2] = _candidates(*tables.greedy_choices)
+    records[:, PERFECT : PERFECT + 2] = _candidates(*tables.perfect_choices)
+    records[:, MARGIN] = tables.final_margin
+    return records
+
+
+# Observation records, int16, one row per board: the stacks an observation shows, then
+AFTER_FLAGS = 27  # views only: bit 2a, view a's move earns another turn; bit 2a + 1, it ends
+# the round
+# and in the last column the mask: bit s, slot s is legal; bits 9-10, the number of legal slots.
+PLACES = {"slots": NUM_SLOTS, "ring": MAX_LEGAL * NUM_SLOTS, "afterstates": MAX_LEGAL * NUM_SLOTS}
+"""How many stacks an observation shows: the nine slots, or three views of nine places."""
+
+
+@functools.lru_cache(maxsize=6)
+def observation_records(tables: GameTables, encoding: str) -> np.ndarray:
+    """(boards, 16) int16 for ``slots`` (32 bytes: the nine slots' stacks), (boards, 32) for
+    ``ring`` and ``afterstates`` (64 bytes: the three views' stacks, 0 for none, and the
+    afterstate flags); the mask in the last column (the layout above)."""
+    n = len(tables.boards)
+    records = _aligned(n, 16 if encoding == "slots" else 32, np.int16)
+    if encoding == "slots":
+        records[:, :NUM_SLOTS] = tables.boards
+    else:
+        views = tables.afterstate_views if encoding == "afterstates" else tables.ring_views
+        records[:, : MAX_LEGAL * NUM_SLOTS] = views.reshape(n, -1)
+        if encoding == "afterstates":
+            flags = tables.afterstate_flags.reshape(n, -1).astype(np.int16)
+            records[:, AFTER_FLAGS] = sum(flags[:, k] << k for k in range(2 * MAX_LEGAL))
+    legal = sum(tables.legal[:, s].astype(np.int16) << s for s in range(NUM_SLOTS))
+    records[:, -1] = legal | (tables.num_legal.astype(np.int16) << NUM_SLOTS)
+    return records
+
+
+# --- the game ----------------------------------------------------------------------------------
+# A ply is a list of envs (ascending, ``envs[:count]``) and each one's slot (``slot[env]``). The
+# envs whose opponent is to move after a ply are among those that moved in it, so each ply's
+# list is the previous one, filtered in place.
+
+
+def _agent_moves(actions, by_slot, board, records, raise_illegal, slot, illegal, done, reward,
+                 envs):  # fmt: skip
+    """The agents' moves: ``envs[:count]`` the envs whose agent lifts a legal slot
+    (``slot[env]``); ``illegal[i]`` for the others. Returns (the first env with an illegal
+    action or -1, count). Unless ``raise_illegal``, the illegal actions end their episodes
+    with reward -1; with it nothing else changes (the caller raises)."""
+    first = -1
+    count = 0
+    n = len(actions)
+    for i in range(n):
+        if i + AHEAD < n:
+            _prefetch_row(records, board[i + AHEAD])
+        flags = records[board[i], FLAGS]
+        a = actions[i]
+        if by_slot:
+            legal = (flags >> (LEGAL_BIT + a)) & 1 == 1
+            s = a
+        else:  # the a-th legal slot
+            legal = a < (flags >> COUNT_SHIFT) & 3
+            s = (records[board[i], RANDOM] >> (4 * a)) & 15
+        illegal[i] = not legal
+        if legal:
+            slot[i] = s
+            envs[count] = i
+            count += 1
+        elif first < 0:
+            first = i
+    if first >= 0 and not raise_illegal:
+        for i in range(len(actions)):
+            if illegal[i]:
+                reward[i] = -1.0
+                done[i] = True
+    return first, count
+
+
+def _play_moves(envs, count, slot, board, to_move, agent, starter, score, done, records,
+                round_episodes, round_reward, target, g, reward, round_points, has_points,
+                ended):  # fmt: skip
+    """Lift ``slot[env]`` in the envs ``envs[:count]`` (legal moves); then score the rounds
+    that ended, and end the episodes or deal the next rounds (the numpy env's ``_move`` and
+    ``_end_rounds``). Returns how many rounds ended, their envs in ``ended`` (ascending)."""
+    # pass 1: sow; the mover keeps the turn after an extra turn
+    over = 0
+    for k in range(count):
+        i = envs[k]
+        s = slot[i]
+        b = board[i]
+        flags = records[b, FLAGS]
+        board[i] = records[b, NEXT + s]
+        if (flags >> s) & 1 == 0:
+            to_move[i] = 1 - to_move[i]
+        if (flags >> (ENDS_BIT + s)) & 1:
+            ended[over] = i
+            over += 1
+    # pass 2: the rounds that ended, in env order (the next layouts are drawn in that order)
+    for k in range(over):
+        i = ended[k]
+        margin = np.int64(records[board[i], MARGIN])  # Red's
+        red, black = max(margin, 0), max(-margin, 0)
+        score[i, 0] += red
+        score[i, 1] += black
+        round_points[i, 0] = red
+        round_points[i, 1] = black
+        has_points[i] = True
+        agent_margin = margin if agent[i] == RED else -margin
+        # the rewards of buttonup_env.envs.interface.round_reward and match_reward, spelled out
+        if round_reward:
+            reward[i] += agent_margin / MAX_ROUND_MARGIN
+        if round_episodes:
+            if not round_reward:
+                reward[i] += np.sign(agent_margin)
+            done[i] = True
+            continue
+        if max(score[i, 0], score[i, 1]) >= target:  # the match is won
+            winner = 0 if score[i, 0] >= score[i, 1] else 1
+            reward[i] += 1.0 if winner == agent[i] else -1.0
+            done[i] = True
+            continue
+        # the starting rule: the trailing player starts, after a tie the other one
+        if score[i, 0] == score[i, 1]:
+            starter[i] = 1 - starter[i]
+        else:
+            starter[i] = 0 if score[i, 0] < score[i, 1] else 1
+        to_move[i] = starter[i]
+        board[i] = _below(g, MAIN, NUM_LAYOUTS)
+    return over
+
+
+def _opponent_slots(envs, count, board, to_move, agent, done, opponent, player_bot, records,
+                    g, slot, draws):  # fmt: skip
+    """Keep in ``envs`` the envs of ``envs[:count]`` whose opponent is to move, and set
+    ``slot[env]``: drawn here for the bots (``player_bot[k]`` the bot of player k: 0 random,
+    1 greedy, 2 perfect; ``draws`` is scratch), -2 for a policy (the caller fills it in).
+    Returns (how many are kept, policies among them)."""
+    pending = 0
+    policies = 0
+    for k in range(count):  # pass 1: who moves, and the bots' tie-breaking draws
+        i = envs[k]
+        if done[i] or to_move[i] == agent[i]:
+            continue
+        envs[pending] = i
+        pending += 1
+        bot = player_bot[opponent[i]]
+        if bot < 0:
+            slot[i] = -2
+            policies += 1
+        else:
+            draws[i] = _random(g, RANDOM_BOT + bot)
+    for k in range(pending):  # pass 2: the bots' candidates
+        if k + AHEAD < pending:
+            _prefetch_row(records, board[envs[k + AHEAD]])
+        i = envs[k]
+        bot = player_bot[opponent[i]]
+        if bot < 0:
+            continue
+        if bot == 0:
+            word = records[board[i], RANDOM]
+        elif bot == 1:
+            word = records[board[i], GREEDY + to_move[i]]
+        else:
+            word = records[board[i], PERFECT + to_move[i]]
+        choice = np.int64(draws[i] * ((word >> 12) & 3))  # one of the candidates, uniformly
+        slot[i] = (word >> (4 * choice)) & 15
+    return pending, policies
+
+
+def _bot_plies(envs, count, board, to_move, agent, starter, score, done, opponent, player_bot,
+               records, round_episodes, round_reward, target, g, reward, round_points,
+               has_points, ended, slot, draws):  # fmt: skip
+    """The opponents' moves in the envs ``envs[:count]``, one ply (a move of every opponent
+    to move) after another, until every one of them waits for its agent (returns (0, 0)) or
+    a policy is to move (returns (1, pending): ``envs[:pending]`` is the ply, ``slot`` holds
+    the bots' moves and -2 where a policy moves). Rounds end only in the bots' envs here."""
+    for _ in range(10 * NUM_SLOTS):  # far more than any chain of opponent moves
+        count, policies = opponent_slots(
+            envs, count, board, to_move, agent, done, opponent, player_bot, records, g, slot,
+            draws,
+        )  # fmt: skip
+        if count == 0:
+            return 0, 0
+        if policies > 0:
+            return 1, count
+        play_moves(envs, count, slot, board, to_move, agent, starter, score, done, records,
+                   round_episodes, round_reward, target, g, reward, round_points, has_points,
+                   ended)  # fmt: skip
+    return 2, count  # the caller raises: a bug
+
+
+play_moves = compile_kernel(_play_moves)
+agent_moves = compile_kernel(_agent_moves)
+opponent_slots = compile_kernel(_opponent_slots)
+bot_plies = compile_kernel(_bot_plies)
+
+
+def _start_episodes(envs, agent_color, first, board, to_move, agent, starter, score, done, g):
+    """New episodes in the envs ``envs`` (ascending): the agent's colour (``agent_color``, or
+    drawn when -1), the starter (``first``, or drawn), a layout. From the batch's generator
+    in the numpy env's order: every colour, then every starter, then every layout."""
+    for i in envs:
+        agent[i] = _below(g, MAIN, 2) if agent_color < 0 else agent_color
+    for i in envs:
+        starter[i] = _below(g, MAIN, 2) if first < 0 else first
+    for i in envs:
+        to_move[i] = starter[i]
+        score[i, 0] = 0
+        score[i, 1] = 0
+        board[i] = _below(g, MAIN, NUM_LAYOUTS)
+        done[i] = False
+
+
+def _random_starts(envs, probability, max_moves, board, to_move, agent, records, g, chosen,
+                   moves):  # fmt: skip
+    """``random_start`` in the new rounds of ``envs`` (ascending): with ``probability``, 1 to
+    ``max_moves`` moves drawn uniformly among the legal ones, played by whoever is to move;
+    the agent then takes the side to move. The draws in the numpy env's order: whether each
+    round starts at random, how many moves each, then the first move of each, the second...
+    (``chosen`` and ``moves`` are scratch)."""
+    for i in envs:
+        chosen[i] = _random(g, MAIN) < probability
+    for i in envs:
+        if chosen[i]:
+            moves[i] = 1 + _below(g, MAIN, max_moves)
+    for k in range(max_moves):
+        for i in envs:
+            if chosen[i] and moves[i] > k:  # six moves leave three stacks: no round ends
+                b = board[i]
+                word = records[b, RANDOM]
+                s = (word >> (4 * np.int64(_random(g, MAIN) * ((word >> 12) & 3)))) & 15
+                board[i] = records[b, NEXT + s]
+                if (records[b, FLAGS] >> s) & 1 == 0:
+                    to_move[i] = 1 - to_move[i]
+    for i in envs:
+        if chosen[i]:
+            agent[i] = to_move[i]
+
+
+start_episodes = compile_kernel(_start_episodes)
+random_starts = compile_kernel(_random_starts)
+
+
+# --- observations and masks --------------------------------------------------------------------
+
+
+def _observe(
+    rows,
+    scatter,
+    board,
+    own,
+    score,
+    target,
+    records,
+    planes,
+    num_stacks,
+    places,
+    flags,
+    ids,
+    out,
+    masks,
+):
+    """The observations of the envs ``rows`` from the side of ``own`` (one colour per row)
+    into ``out`` (row j, or row ``rows[j]`` when ``scatter``) and their masks into ``masks``
+    (row j): ``places`` 9 for ``slots``, 27 for the views (``flags``: the afterstates' two
+    flags after each view; ``ids`` has room for them after the planes). Two passes: the
+    planes to copy (one record per board), then the copying, 27 floats per stack."""
+    width = records.shape[1]
+    by_slot = places == NUM_SLOTS
+    n = len(rows)
+    for j in prange(n):  # pass 1: which planes, and the masks
+        if j + AHEAD < n:
+            _prefetch_row(records, board[rows[j + AHEAD]])
+        b = board[rows[j]]
+        side = own[j] * num_stacks
+        for p in range(places):
+            ids[j, p] = records[b, p] + side
+        if flags:
+            ids[j, places] = records[b, AFTER_FLAGS]
+        mask = records[b, width - 1]
+        if by_slot:
+            for s in range(NUM_SLOTS):
+                masks[j, s] = (mask >> s) & 1
+        else:
+            count = (mask >> NUM_SLOTS) & 3
+            for a in range(MAX_LEGAL):
+                masks[j, a] = 1 if a < count else 0
+    view = BOARD_FEATURES + 2 if flags else BOARD_FEATURES  # floats per view
+    gap = view - BOARD_FEATURES  # between the views: the afterstate flags
+    for j in prange(len(rows)):  # pass 2: the planes, then the scores or the flags
+        i = rows[j]
+        o = i if scatter else j
+        for p in range(places):  # place p % 9 of view p // 9 (for slots: slot p)
+            plane = ids[j, p]
+            first = STACK_FEATURES * p + gap * (p // NUM_SLOTS)
+            for f in range(STACK_FEATURES):
+                out[o, first + f] = planes[plane, f]
+        if by_slot:  # own score / target, the opponent's (capped at 1, divided in float64
+            # as ButtonUp-v0 does), 1 / target
+            mine = score[i, 0] if own[j] == RED else score[i, 1]
+            theirs = score[i, 1] if own[j] == RED else score[i, 0]
+            out[o, 243] = min(mine / target, 1.0)
+            out[o, 244] = min(theirs / target, 1.0)
+            out[o, 245] = 1.0 / target
+        elif flags:
+            bits = ids[j, places]
+            for a in range(MAX_LEGAL):
+                out[o, view * a + 243] = (bits >> (2 * a)) & 1
+                out[o, view * a + 244] = (bits >> (2 * a + 1)) & 1
+
+
+def _masks(board, records, by_slot, out):
+    """int8 masks of the legal actions: over the nine slots, or over the three views."""
+    for i in prange(len(board)):
+        flags = records[board[i], FLAGS]
+        if by_slot:
+            for s in range(NUM_SLOTS):
+                out[i, s] = (flags >> (LEGAL_BIT + s)) & 1
+        else:
+            count = (flags >> COUNT_SHIFT) & 3
+            for a in range(MAX_LEGAL):
+                out[i, a] = 1 if a < count else 0
+
+
+observe = _serial_and_parallel(_observe)
+masks = _serial_and_parallel(_masks)

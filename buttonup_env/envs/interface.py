@@ -1,0 +1,127 @@
+"""What the three environments share: the values of their arguments, their reset options, their
+actions, and what a round and a match pay.
+
+``ButtonUp-v0`` (:class:`~buttonup_env.envs.env.ButtonUpEnv`), the batched env
+(:class:`~buttonup_env.envs.vector.ButtonUpVectorEnv`, numpy and compiled) and the PettingZoo env
+(:class:`~buttonup_env.envs.pettingzoo.ButtonUpAEC`) check their arguments with
+:func:`check_choice`, read ``reset(options=...)`` with :func:`reset_options` and their actions
+with :func:`action_slot`, and pay with :func:`round_reward` and :func:`match_reward`, so that
+the three agree on each of these rules. The game itself is :mod:`buttonup_env.game.rules`; nothing
+here changes it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..game.rules import MAX_ROUND_MARGIN, NUM_SLOTS, is_whole_number
+
+COLOR_CHOICES = (None, "R", "B")
+"""``agent_color`` and every reset option: Red, Black, or None (drawn at random)."""
+REWARDS = ("match", "round")
+"""``reward``: ``"match"`` pays only the match's result; ``"round"`` also every round's margin
+(see :func:`round_reward`)."""
+EPISODES = ("match", "round")
+"""``episode``: one episode is a match, or one round from 0-0."""
+ILLEGAL_ACTIONS = ("end", "raise")
+"""``illegal_action``: an illegal slot ends the episode with -1, or raises ``ValueError``."""
+RENDER_MODES = ("human", "ansi", "rgb_array")
+"""``render_mode`` of the single and the PettingZoo env (the batched env has ``"ansi"``)."""
+RESET_OPTIONS = ("agent_color", "first")
+"""The keys of ``reset(options=...)``: the agent's colour and the first round's starter for
+one episode (the PettingZoo env, where both colours are agents, has ``"first"`` alone)."""
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``value`` as Python writes it, cut short when longer than ``limit`` (for messages)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_choice(name: str, value: object, allowed: tuple[Any, ...]) -> None:
+    """``ValueError`` in one sentence unless ``value`` (a str, or None) is one of ``allowed``."""
+    # ``in`` alone would ask arrays and odd objects to compare themselves with each choice
+    if not ((value is None or isinstance(value, str)) and value in allowed):
+        raise ValueError(
+            f"{name}={shown(value)} is not allowed; use one of {', '.join(map(repr, allowed))}"
+        )
+
+
+def reset_options(options: object, allowed: tuple[str, ...] = RESET_OPTIONS) -> dict[str, Any]:
+    """``reset(options=...)`` checked: None or a mapping whose keys are among ``allowed`` and
+    whose values are ``"R"``, ``"B"`` or None (every reset option names a colour).
+
+    Anything but None or a mapping, and a bad value of a known key, raise ``ValueError`` in one
+    sentence. Unknown keys are dropped with a warning naming them and the allowed ones: a typo
+    is said out loud, and the envs still take the options other code passes on purpose
+    (PettingZoo's ``api_test`` resets with ``options={"options": 1}``, Gymnasium's envs ignore
+    keys they do not know).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ValueError(
+            f"options={shown(options)} is not allowed; reset options are a dict with the keys "
+            f"{', '.join(map(repr, allowed))}"
+        )
+    unknown = sorted((k for k in options if not (isinstance(k, str) and k in allowed)), key=repr)
+    if unknown:
+        warnings.warn(
+            f"unknown reset option(s) {unknown} ignored; allowed: {', '.join(map(repr, allowed))}",
+            stacklevel=3,
+        )
+    checked = {k: v for k, v in options.items() if k not in unknown}
+    for key, value in checked.items():
+        check_choice(f"options[{key!r}]", value, COLOR_CHOICES)
+    return checked
+
+
+def action_slot(action: object, actions: int = NUM_SLOTS) -> int:
+    """The number ``action`` names, when it is in the action space ``Discrete(actions)``: a
+    whole number (Python or numpy, or a 0-d integer array) from 0 to ``actions - 1``.
+
+    Raises ``ValueError`` naming it otherwise (12, -1, 3.7, ``"3"``, ``True``, ``None``): such
+    an action is a mistake in the calling code, not a move. A number in the space that is not
+    a legal move in the position is the env's to judge (``illegal_action``).
+    """
+    value = action
+    if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
+        value = action.item()
+    if is_whole_number(value) and 0 <= value < actions:  # type: ignore[operator]
+        return int(value)  # type: ignore[call-overload]
+    raise ValueError(
+        f"action {shown(action)} is not in the action space Discrete({actions}): an action is "
+        f"a whole number from 0 to {actions - 1}"
+    )
+
+
+def round_reward(margin: Any, per_round: bool, round_episodes: bool) -> Any:
+    """What the end of a round pays the player whose round margin (its strength minus the
+    opponent's in the final stack) is ``margin``.
+
+    * ``reward="round"`` (``per_round``): the margin divided by :data:`MAX_ROUND_MARGIN`, so
+      in [-1, 1];
+    * ``reward="match"`` with one round per episode (``round_episodes``): +1, 0 or -1, the
+      sign of the margin (the round is the match);
+    * ``reward="match"`` over a whole match: 0 (the match pays, :func:`match_reward`).
+
+    ``margin`` is a number or an array of them (the batched env's numpy backend). The
+    compiled kernels (:mod:`buttonup_env.engine.kernels`) spell out the same arithmetic: numba
+    caches their machine code by their own file, so they do not call into this one; the tests hold
+    the compiled backend to the numpy one, bit for bit.
+    """
+    if per_round:
+        return margin / MAX_ROUND_MARGIN
+    if round_episodes:
+        return np.sign(margin)
+    return 0.0
+
+
+def match_reward(won: Any) -> Any:
+    """What the end of a match pays a player: +1 if it ``won``, -1 if not (a match has a
+    winner). ``won`` is a bool or an array of them."""
+    return np.where(won, 1.0, -1.0) if isinstance(won, np.ndarray) else (1.0 if won else -1.0)

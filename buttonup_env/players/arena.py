@@ -1,0 +1,542 @@
+"""Many matches at once: the batched players and the match loop behind evaluation and leagues.
+
+All the matches are played together, as rows of arrays over the board numbers of
+:func:`buttonup_env.engine.tables.game_tables`: one pass of the loop is one move in every match
+still going on, and each player chooses its slots in all the matches where it is to move with one
+call (:class:`BatchedPlayer`): a table look-up for the bots, one batched inference for a policy.
+The random numbers a match needs (the bots' random moves and tie-breaks, the layouts) come from a
+generator of its own pair of players, seeded from the seed and the two names
+(:func:`pair_generator`), so a pair's matches are the same whatever else is played beside them.
+Seats alternate (the pair's first player is Red in even-numbered matches) and so does the first
+round's starter (every two matches), as in :func:`buttonup_env.players.evaluation.evaluate`; later
+rounds follow the starting rule.
+
+:func:`play_pairs` plays the matches of many pairs and measures the first player of each pair as
+:func:`~buttonup_env.players.evaluation.evaluate` does: matches won, round margins, and the regret
+of its every decision against the exact solver's move values. :func:`play_matches` is the same for
+one pair, as an :class:`~buttonup_env.players.evaluation.EvaluationResult`; training's periodic
+evaluations and the league (:mod:`buttonup_env.players.league`) use them. A seed gives the same
+matches; they are not the layouts :func:`~buttonup_env.players.evaluation.evaluate` draws for that
+seed.
+
+Players by name (:func:`make_player`): ``random``, ``greedy``, ``perfect``, a graded bot
+``perfect-P`` (a random legal move with probability ``P``, else the perfect one; see
+:class:`buttonup_env.players.bots.GradedBot`), a shipped policy (``buttonup-ppo``), a path to an
+exported ``.onnx`` policy, or a training run's folder (its snapshots, :func:`run_snapshots`).
+Policies play their best legal action, as in ``training/evaluate.py``.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..engine.tables import GameTables, game_tables
+from ..game.encoding import MAX_LEGAL
+from ..game.rules import (
+    COLORS,
+    DEFAULT_TARGET,
+    LAYOUTS,
+    MOVES_PER_ROUND,
+    NUM_SLOTS,
+    check_target,
+    is_whole_number,
+)
+from .bots import BOT_NAMES, GRADED_PREFIX, graded_name, graded_p
+from .evaluation import EvaluationResult, wilson_interval
+from .shipped import shipped_policies
+
+UNIFORMS = 2
+"""Random numbers a player may use for each move (in ``[0, 1)``; see :class:`BatchedPlayer`)."""
+
+
+# --- players -------------------------------------------------------------------------------------
+
+
+class BatchedPlayer(Protocol):
+    """A player that chooses its moves in many matches at once.
+
+    ``choose`` gets, for each match where the player is to move, the board number (of
+    :func:`~buttonup_env.engine.tables.game_tables`), the colour to move (0 Red, 1 Black), the match
+    score (Red's then Black's points), the target, and ``UNIFORMS`` random numbers in
+    ``[0, 1)`` for the move; it returns a legal slot for each. A player draws no random numbers
+    of its own: the league hands them out, so that a pair's matches do not depend on the rest.
+    """
+
+    name: str
+
+    def choose(
+        self,
+        boards: np.ndarray,
+        mover: np.ndarray,
+        score: np.ndarray,
+        target: int,
+        uniforms: np.ndarray,
+    ) -> np.ndarray: ...
+
+
+def _pick(slots: np.ndarray, counts: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """Entry ``floor(uniform * counts)`` of each row of ``slots``: uniform among the first
+    ``counts`` entries."""
+    k = np.minimum((uniform * counts).astype(np.int64), counts.astype(np.int64) - 1)
+    return slots[np.arange(len(counts)), k].astype(np.int64)
+
+
+class BotPlayer:
+    """A bot whose choices come from the game tables: ``random``, ``greedy``, ``perfect``, or a
+    graded ``perfect-P``, which lifts a uniformly random legal slot with probability ``P`` and
+    plays as the perfect bot otherwise (ties between equal moves broken uniformly)."""
+
+    def __init__(self, name: str, tables: GameTables | None = None) -> None:
+        self.tables = tables if tables is not None else game_tables()
+        p = graded_p(name)
+        if name not in BOT_NAMES and p is None:
+            raise ValueError(
+                f"{name!r} is not a bot; use {', '.join(BOT_NAMES)} or {GRADED_PREFIX}P"
+            )
+        self.name = graded_name(p) if p is not None else name
+        self.p = 1.0 if name == "random" else (p if p is not None else 0.0)
+        kind = "greedy" if name == "greedy" else "perfect"
+        slots, counts = getattr(self.tables, f"{kind}_choices")
+        self._slots = slots.reshape(-1, MAX_LEGAL)  # row board * 2 + mover
+        self._counts = counts.reshape(-1)
+
+    def choose(
+        self,
+        boards: np.ndarray,
+        mover: np.ndarray,
+        score: np.ndarray,
+        target: int,
+        uniforms: np.ndarray,
+    ) -> np.ndarray:
+        """The bot's slots: uniform 0 decides a random move, uniform 1 picks the slot."""
+        t = self.tables
+        if self.p >= 1.0:
+            return _pick(t.legal_slots[boards], t.num_legal[boards], uniforms[:, 1])
+        rows = 2 * boards + mover
+        slots = _pick(self._slots[rows], self._counts[rows], uniforms[:, 1])
+        if self.p > 0.0:
+            wild = uniforms[:, 0] < self.p
+            if wild.any():
+                b = boards[wild]
+                slots[wild] = _pick(t.legal_slots[b], t.num_legal[b], uniforms[wild, 1])
+        return slots
+
+    def __repr__(self) -> str:
+        return f"BotPlayer({self.name!r})"
+
+
+class PolicyPlayer:
+    """An exported policy (anything with ``logits(obs)`` and an ``encoding``, as
+    :func:`buttonup_env.load_policy` gives): one inference for all the matches where it is to
+    move, then its best legal action in each (the first of equal logits, as its ``act``)."""
+
+    def __init__(self, name: str, policy: Any, tables: GameTables | None = None) -> None:
+        if not callable(getattr(policy, "logits", None)) or not hasattr(policy, "encoding"):
+            raise ValueError(f"{policy!r} is not a policy: it needs logits(obs) and an encoding")
+        self.name = name
+        self.policy = policy
+        self.encoding = policy.encoding.name
+        self.tables = tables if tables is not None else game_tables()
+
+    def choose(
+        self,
+        boards: np.ndarray,
+        mover: np.ndarray,
+        score: np.ndarray,
+        target: int,
+        uniforms: np.ndarray,
+    ) -> np.ndarray:
+        """The policy's best legal slot in each position (the uniforms are not used)."""
+        t = self.tables
+        obs = t.observations(self.encoding, boards, mover, score, target)
+        logits = np.asarray(self.policy.logits(obs), dtype=np.float64)
+        legal = t.legal[boards] if self.encoding == "slots" else t.legal_views_int8[boards] > 0
+        action = np.where(legal, logits, -np.inf).argmax(axis=1)
+        if self.encoding == "slots":
+            return action.astype(np.int64)
+        return t.legal_slots[boards, action].astype(np.int64)
+
+    def __repr__(self) -> str:
+        return f"PolicyPlayer({self.name!r})"
+
+
+def run_snapshots(folder: str | Path) -> list[Path]:
+    """The opponent snapshots of a training run's folder (``snapshots/step_N.onnx``), in the
+    order of their steps. Raises ``ValueError`` when the folder has none."""
+    folder = Path(folder)
+    snapshots = sorted((folder / "snapshots").glob("step_*.onnx"))
+    if not snapshots:
+        raise ValueError(
+            f"{folder} is a folder without snapshots ({folder / 'snapshots'}/step_N.onnx); give "
+            "a training run's folder or a policy file"
+        )
+    return snapshots
+
+
+def snapshot_steps(path: str | Path) -> int | None:
+    """The training steps in a snapshot's name (``step_000250000.onnx``: 250000), else None."""
+    stem = Path(path).stem
+    if stem.startswith("step_") and stem[5:].isdigit():
+        return int(stem[5:])
+    return None
+
+
+def player_specs(specs: Sequence[str]) -> list[tuple[str, str]]:
+    """(name, spec) of every player that ``specs`` give, a run folder giving its snapshots
+    (named ``FOLDER/step_N``). Raises ``ValueError`` for a spec that names no player and for
+    a name given twice."""
+    out: list[tuple[str, str]] = []
+    for spec in specs:
+        spec = str(spec)
+        p = graded_p(spec)  # raises for perfect-<not a probability>
+        if spec in BOT_NAMES or spec in shipped_policies():
+            out.append((spec, spec))
+        elif p is not None:
+            out.append((graded_name(p), spec))
+        elif Path(spec).is_dir():
+            folder = Path(spec)
+            out += [(f"{folder.name}/{s.stem}", str(s)) for s in run_snapshots(folder)]
+        elif Path(spec).is_file():
+            out.append((spec, spec))
+        else:
+            shipped = ", ".join(shipped_policies()) or "none"
+            raise ValueError(
+                f"{spec!r} is not a player: use a bot ({', '.join(BOT_NAMES)}), a graded bot "
+                f"{GRADED_PREFIX}P with P from 0 to 1, a shipped policy ({shipped}), an .onnx "
+                "file or a training run's folder"
+            )
+    seen: set[str] = set()
+    for name, _ in out:
+        if name in seen:
+            raise ValueError(f"the player {name!r} is given twice; each player plays once")
+        seen.add(name)
+    return out
+
+
+def make_player(spec: str | Any, name: str | None = None) -> BatchedPlayer:
+    """The league player ``spec`` names: a bot or graded bot name, a shipped policy's name, a
+    path to an ``.onnx`` policy, or an already loaded policy (then ``name`` names it).
+
+    Raises ``ValueError`` in one sentence for anything else (a missing file included).
+    """
+    if not isinstance(spec, str | Path):
+        return PolicyPlayer(name or repr(spec), spec)
+    text = str(spec)
+    if text in BOT_NAMES or graded_p(text) is not None:
+        return BotPlayer(text)
+    from .policy import load_policy
+
+    if text not in shipped_policies() and not Path(text).is_file():
+        raise ValueError(
+            f"{text!r} is not a player: neither a bot's nor a shipped policy's name, nor a "
+            "policy file"
+        )
+    return PolicyPlayer(name or text, load_policy(text))
+
+
+# --- playing -------------------------------------------------------------------------------------
+
+
+@dataclass
+class PairResult:
+    """The matches of one pair: how many ``a`` won of ``matches`` (a match is never drawn)."""
+
+    a: str
+    b: str
+    wins_a: int
+    matches: int
+    rounds: int = 0
+    """Rounds played in these matches."""
+    margin_a: int = 0
+    """The sum over those rounds of ``a``'s strength minus ``b``'s in the final stack."""
+    decisions_by_move: list[int] = field(default_factory=lambda: [0] * MOVES_PER_ROUND)
+    """``a``'s decisions by move of the round (1st to 8th)."""
+    regret_by_move: list[float] = field(default_factory=lambda: [0.0] * MOVES_PER_ROUND)
+    """The round points ``a`` lost against the solver's best moves, summed by move of the
+    round."""
+    records: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    """The match records (``docs/rules.md``), when asked for."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"a", "b", "wins_a", "matches"}`` as the league's JSON has them."""
+        return {"a": self.a, "b": self.b, "wins_a": self.wins_a, "matches": self.matches}
+
+    def evaluation(self, seconds: float = 0.0) -> EvaluationResult:
+        """``a``'s figures as :func:`~buttonup_env.players.evaluation.evaluate` gives them (without
+        records): won, round margin, and the regret per decision against the solver."""
+        decisions = sum(self.decisions_by_move)
+        return EvaluationResult(
+            matches=self.matches,
+            wins=self.wins_a,
+            losses=self.matches - self.wins_a,
+            win_rate=self.wins_a / self.matches,
+            win_rate_interval=wilson_interval(self.wins_a, self.matches),
+            rounds=self.rounds,
+            mean_round_margin=self.margin_a / self.rounds,
+            decisions=decisions,
+            mean_regret=sum(self.regret_by_move) / decisions if decisions else float("nan"),
+            seconds=seconds,
+            matches_per_second=self.matches / seconds if seconds > 0 else float("inf"),
+            decisions_by_move=list(self.decisions_by_move),
+            regret_by_move=[
+                total / count if count else float("nan")
+                for total, count in zip(self.regret_by_move, self.decisions_by_move, strict=True)
+            ],
+        )
+
+
+def pair_generator(seed: int, a: str, b: str) -> np.random.Generator:
+    """The generator of the matches of ``a`` against ``b`` in a league seeded with ``seed``."""
+    keys = [zlib.crc32(name.encode("utf-8")) for name in (a, b)]
+    return np.random.default_rng(np.random.SeedSequence([seed, *keys]))
+
+
+def play_pairs(
+    players: Sequence[BatchedPlayer],
+    pairs: Sequence[tuple[int, int]],
+    matches: int,
+    seed: int = 0,
+    target: int = DEFAULT_TARGET,
+    keep_records: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> list[PairResult]:
+    """Play ``matches`` matches between each pair ``(i, j)`` of ``players``, all at once.
+
+    In match ``k`` of a pair, ``players[i]`` is Red when ``k`` is even, and the first round's
+    starter is Red when ``k // 2`` is even; later rounds follow the starting rule. The random
+    numbers come from :func:`pair_generator`. ``keep_records`` keeps every match as a match
+    record (``docs/rules.md``, with the players' names). ``progress`` is called with the
+    number of matches finished so far.
+    """
+    if not is_whole_number(matches) or matches < 1:
+        raise ValueError(f"matches={matches!r} is not allowed; use a whole number >= 1")
+    if not is_whole_number(seed) or seed < 0:
+        raise ValueError(f"seed={seed!r} is not allowed; use a whole number >= 0")
+    target = check_target(target)
+    for i, j in pairs:
+        if not (0 <= i < len(players) and 0 <= j < len(players)) or i == j:
+            raise ValueError(f"pair {(i, j)} does not name two different players of {len(players)}")
+    tables = game_tables()
+    n_pairs = len(pairs)
+    n = n_pairs * matches
+    k = np.tile(np.arange(matches), n_pairs)
+    pair = np.repeat(np.arange(n_pairs), matches)
+    first = np.array([i for i, _ in pairs], dtype=np.int64)[pair]
+    second = np.array([j for _, j in pairs], dtype=np.int64)[pair]
+    a_is_red = k % 2 == 0
+    seat = np.stack([np.where(a_is_red, first, second), np.where(a_is_red, second, first)], 1)
+    starter = ((k // 2) % 2).astype(np.int64)  # 0 Red, 1 Black
+    to_move = starter.copy()
+    score = np.zeros((n, 2), dtype=np.int64)
+    rounds = np.zeros(n, dtype=np.int64)
+    done = np.zeros(n, dtype=bool)
+    rngs = [pair_generator(seed, players[i].name, players[j].name) for i, j in pairs]
+    regret = np.zeros((n_pairs, MOVES_PER_ROUND))  # the first player's, by move of the round
+    decisions = np.zeros((n_pairs, MOVES_PER_ROUND), dtype=np.int64)
+    margin_a = np.zeros(n_pairs, dtype=np.int64)
+    uniforms = np.empty((n, UNIFORMS + 1))  # the players' numbers, then the next layout's
+    going = np.ones(n_pairs, dtype=bool)
+
+    def draw() -> None:
+        for p in np.flatnonzero(going):
+            uniforms[p * matches : (p + 1) * matches] = rngs[p].random((matches, UNIFORMS + 1))
+
+    draw()
+    layout = (uniforms[:, UNIFORMS] * len(LAYOUTS)).astype(np.int64)
+    board = layout.copy()
+    log: list[tuple[np.ndarray, np.ndarray]] = []  # (matches, slots) of every move
+    starts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (matches, layout, starter)
+    if keep_records:
+        starts.append((np.arange(n), layout, starter.copy()))
+    finished = 0
+    while True:
+        live = np.flatnonzero(~done)
+        if not len(live):
+            break
+        draw()
+        boards, mover = board[live], to_move[live]
+        who = seat[live, mover]
+        slots = np.empty(len(live), dtype=np.int64)
+        for index in np.unique(who):
+            sel = np.flatnonzero(who == index)
+            slots[sel] = players[index].choose(
+                boards[sel], mover[sel], score[live[sel]], target, uniforms[live[sel], :UNIFORMS]
+            )
+        legal = (slots >= 0) & (slots < NUM_SLOTS)
+        legal[legal] = tables.legal[boards[legal], slots[legal]]
+        if not legal.all():
+            bad = int(np.flatnonzero(~legal)[0])
+            text = " ".join(s or "." for s in tables.board(int(boards[bad])))
+            raise ValueError(
+                f"the player {players[who[bad]].name!r} chose slot {slots[bad]}, which is not "
+                f"legal on {text!r}"
+            )
+        if keep_records:
+            log.append((live, slots))
+        mine = np.flatnonzero(who == first[live])  # the first player's decisions: their regret
+        if len(mine):
+            b, m, s = boards[mine], mover[mine], slots[mine]
+            values = tables.move_values[b, m]
+            lost = values.max(axis=1).astype(np.int64) - values[np.arange(len(mine)), s]
+            at = (pair[live[mine]], NUM_SLOTS - tables.num_stacks[b])
+            np.add.at(regret, at, lost)
+            np.add.at(decisions, at, 1)
+        flat = boards * NUM_SLOTS + slots
+        child = tables.next_flat[flat]
+        board[live] = child
+        to_move[live] = np.where(tables.extra_flat[flat], mover, 1 - mover)
+        ended = live[tables.over[child]]
+        if not len(ended):
+            continue
+        margin = tables.final_margin[board[ended]].astype(np.int64)  # Red's strength - Black's
+        np.add.at(margin_a, pair[ended], np.where(a_is_red[ended], margin, -margin))
+        score[ended, 0] += np.maximum(margin, 0)
+        score[ended, 1] += np.maximum(-margin, 0)
+        rounds[ended] += 1
+        won = score[ended].max(axis=1) >= target
+        done[ended[won]] = True
+        more = ended[~won]
+        if len(more):  # the next round: the starting rule, a fresh layout
+            s = score[more]
+            starter[more] = np.where(s[:, 0] == s[:, 1], 1 - starter[more], s.argmin(axis=1))
+            to_move[more] = starter[more]
+            board[more] = (uniforms[more, UNIFORMS] * len(LAYOUTS)).astype(np.int64)
+            if keep_records:
+                starts.append((more, board[more].copy(), starter[more].copy()))
+        if won.any():
+            going = ~done.reshape(n_pairs, matches).all(axis=1)
+            finished += int(won.sum())
+            if progress is not None:
+                progress(finished)
+    red_won = score[:, 0] >= target
+    a_won = red_won == a_is_red
+    results = []
+    for p, (i, j) in enumerate(pairs):
+        rows = slice(p * matches, (p + 1) * matches)
+        results.append(
+            PairResult(
+                players[i].name,
+                players[j].name,
+                int(a_won[rows].sum()),
+                matches,
+                int(rounds[rows].sum()),
+                int(margin_a[p]),
+                decisions[p].tolist(),
+                regret[p].tolist(),
+            )
+        )
+    if keep_records:
+        records = _records(players, tables, seat, score, target, log, starts)
+        for p, result in enumerate(results):
+            result.records = records[p * matches : (p + 1) * matches]
+    return results
+
+
+def _records(
+    players: Sequence[BatchedPlayer],
+    tables: GameTables,
+    seat: np.ndarray,
+    score: np.ndarray,
+    target: int,
+    log: list[tuple[np.ndarray, np.ndarray]],
+    starts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> list[dict[str, Any]]:
+    """Match records from the moves and round starts logged by :func:`play_pairs`."""
+    n = len(seat)
+    moves: list[list[int]] = [[] for _ in range(n)]
+    for live, slots in log:
+        for m, slot in zip(live.tolist(), slots.tolist(), strict=True):
+            moves[m].append(slot)
+    layouts: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for which, layout, first in starts:
+        for m, b, f in zip(which.tolist(), layout.tolist(), first.tolist(), strict=True):
+            layouts[m].append((b, f))
+    records = []
+    for m in range(n):
+        rounds = [
+            {
+                "layout": " ".join(tables.board(b)),
+                "first": COLORS[f],
+                "moves": moves[m][8 * r : 8 * r + 8],
+            }
+            for r, (b, f) in enumerate(layouts[m])
+        ]
+        red, black = int(score[m, 0]), int(score[m, 1])
+        records.append(
+            {
+                "id": f"league-{m}",
+                "target": target,
+                "first": rounds[0]["first"],
+                "rounds": rounds,
+                "score": {"R": red, "B": black},
+                "winner": "R" if red >= target else "B",
+                "players": {"R": players[seat[m, 0]].name, "B": players[seat[m, 1]].name},
+            }
+        )
+    return records
+
+
+MEASURED = "learner"
+"""The name under which :func:`play_matches` and :func:`evaluate_many` play the player they
+measure (unless it is a :class:`BatchedPlayer` already, which keeps its own): the matches then
+depend on the seed and the opponents, not on the measured player's name or file path. (The
+name is training's: its periodic evaluation measures the learner.)"""
+
+
+def play_matches(
+    player: Any,
+    opponent: Any,
+    matches: int,
+    seed: int = 0,
+    target: int = DEFAULT_TARGET,
+) -> EvaluationResult:
+    """Play ``matches`` matches of ``player`` against ``opponent`` at once and measure
+    ``player`` as :func:`~buttonup_env.players.evaluation.evaluate` does (without records).
+
+    Each is a player's name or file (see :func:`make_player`), a policy loaded with
+    :func:`buttonup_env.load_policy`, or a :class:`BatchedPlayer`. The same seed gives the
+    same matches wherever the measured player's file lies (see :data:`MEASURED`).
+    """
+    return evaluate_many(player, [opponent], matches, seed, target)[0]
+
+
+def evaluate_many(
+    player: Any,
+    opponents: Sequence[Any],
+    matches: int,
+    seed: int = 0,
+    target: int = DEFAULT_TARGET,
+) -> list[EvaluationResult]:
+    """:func:`play_matches` against each of ``opponents``, all their matches at once."""
+    if not opponents:
+        raise ValueError("evaluate_many needs at least one opponent")
+    start = time.perf_counter()
+    players = [_measured(player)] + [as_player(o) for o in opponents]
+    results = play_pairs(players, [(0, j) for j in range(1, len(players))], matches, seed, target)
+    seconds = (time.perf_counter() - start) / len(results)
+    return [result.evaluation(seconds) for result in results]
+
+
+def as_player(spec: Any) -> BatchedPlayer:
+    """``spec`` as a batched player: already one (it has ``choose``), or made by
+    :func:`make_player`."""
+    if callable(getattr(spec, "choose", None)) and hasattr(spec, "name"):
+        return spec
+    return make_player(spec)
+
+
+def _measured(spec: Any) -> BatchedPlayer:
+    """The player that :func:`evaluate_many` measures, named :data:`MEASURED` unless it is a
+    batched player already."""
+    if callable(getattr(spec, "choose", None)) and hasattr(spec, "name"):
+        return spec
+    player = make_player(spec, MEASURED)
+    player.name = MEASURED  # a bot's name too: only the seeding reads it
+    return player

@@ -1,0 +1,457 @@
+"""Exported policies as players: :func:`load_policy`.
+
+An exported policy is an ONNX file whose graph maps a batch of observations (input ``obs``,
+``float32 [batch, size]``) to action logits (output ``logits``, ``float32 [batch, actions]``),
+with metadata naming the observation encoding (``buttonup_env.game.encoding``). Loading one needs
+only onnxruntime and numpy; an ONNX file cannot run arbitrary code, unlike a pickle.
+
+A Stable-Baselines3 ``.zip`` can be loaded too, but only with ``trusted=True``: loading it
+unpickles Python objects, which can run any code. Never load a ``.zip`` you did not make.
+:func:`read_sb3_zip` tells what such a file holds without loading it, and
+:func:`load_sb3_model` loads one of the kinds this package can play and export
+(:data:`SB3_SUPPORTED`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickletools
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..game.encoding import ENCODINGS, RingEncoding, SlotEncoding
+from ..game.rules import LAYOUTS, State
+from .shipped import shipped_policies, shipped_policy_path
+
+META_ENCODING = "buttonup_env.encoding"
+META_VERSION = "buttonup_env.format"
+FORMAT_VERSION = "1"
+INPUT_NAME = "obs"
+OUTPUT_NAME = "logits"
+
+Encoding = SlotEncoding | RingEncoding
+
+
+def _masked_choice(logits: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:
+    """Argmax of the legal logits, or a sample from their softmax when ``rng`` is given."""
+    masked = np.where(mask, logits.astype(np.float64), -np.inf)
+    if rng is None:
+        return int(np.argmax(masked))
+    z = np.exp(masked - masked.max())
+    return int(rng.choice(len(z), p=z / z.sum()))
+
+
+class _PolicyPlayer:
+    """Shared part of the players below: encode, score, mask, choose."""
+
+    encoding: Encoding
+    path: Path
+
+    def __init__(self, deterministic: bool) -> None:
+        self.deterministic = deterministic
+        self.rng: np.random.Generator | None = None if deterministic else np.random.default_rng()
+
+    def reset(self, rng: np.random.Generator) -> None:
+        """Sample with ``rng`` from now on (used only when not deterministic)."""
+        if not self.deterministic:
+            self.rng = rng
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        """Action logits for a batch of observations ``[batch, size]``."""
+        raise NotImplementedError
+
+    PROBE_STATES = (
+        State.new_round(LAYOUTS[0], "R"),
+        State.new_round(LAYOUTS[-1], "B", {"R": 7, "B": 3}),
+    )
+    """The positions a loaded policy is tried on (two, so that a batch is needed)."""
+
+    def _probe(self) -> None:
+        """Run the policy once on :data:`PROBE_STATES`; ``ValueError`` unless it gives finite
+        logits of the right shape (so a broken file is refused here, not in the middle of a
+        game)."""
+        observations = np.stack([self.encoding.encode(s, s.to_move) for s in self.PROBE_STATES])
+        try:
+            logits = self.logits(observations)
+        except Exception as error:  # onnxruntime and torch raise many types
+            reason = " ".join(str(error).split())[:200]
+            raise ValueError(
+                f"{self.path} fails when it is run on two positions ({type(error).__name__}: "
+                f"{reason})"
+            ) from None
+        expected = (len(self.PROBE_STATES), self.encoding.actions)
+        if not isinstance(logits, np.ndarray) or logits.shape != expected:
+            shape = getattr(logits, "shape", type(logits).__name__)
+            raise ValueError(
+                f"{self.path} gives logits of shape {shape} for two positions; a policy gives "
+                f"{list(expected)}"
+            )
+        if not np.isfinite(logits).all():
+            raise ValueError(
+                f"{self.path} gives logits that are not finite (NaN or infinite) on two set-up "
+                "positions; its weights are broken"
+            )
+
+    def act(self, state: State) -> int:
+        """The slot this policy lifts in ``state`` (its best legal action unless sampling)."""
+        if state.round_over:
+            raise ValueError(f"the round is over on {state.notation!r}; there is no move to choose")
+        obs = self.encoding.encode(state, state.to_move)[None, :]
+        action = _masked_choice(self.logits(obs)[0], self.encoding.mask(state), self.rng)
+        return self.encoding.slot(state, action)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+
+class OnnxPolicy(_PolicyPlayer):
+    """A policy exported to ONNX, run with onnxruntime (see :func:`load_policy`)."""
+
+    def __init__(self, path: str | Path, deterministic: bool = True) -> None:
+        super().__init__(deterministic)
+        self.path = Path(path)
+        try:
+            import onnxruntime as ort
+        except ImportError as error:  # pragma: no cover - depends on the installation
+            raise ImportError(
+                "loading an .onnx policy needs onnxruntime: pip install 'buttonup-env[policy]'"
+            ) from error
+        expected = (
+            f"an ONNX policy exported by buttonup-env (input {INPUT_NAME!r} [batch, size], "
+            f"output {OUTPUT_NAME!r} [batch, actions], metadata {META_ENCODING!r})"
+        )
+        try:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            self.session = ort.InferenceSession(
+                str(self.path), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as error:  # onnxruntime raises several unrelated types
+            raise ValueError(
+                f"{self.path} could not be read as ONNX ({type(error).__name__}); expected "
+                f"{expected}"
+            ) from None
+        meta = self.session.get_modelmeta().custom_metadata_map
+        name = meta.get(META_ENCODING)
+        if name not in ENCODINGS:
+            raise ValueError(
+                f"{self.path} has no known observation encoding in its metadata "
+                f"({META_ENCODING}={name!r}, known: {sorted(ENCODINGS)}); expected {expected}"
+            )
+        self.encoding = ENCODINGS[name]
+        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
+        size, actions = self.encoding.size, self.encoding.actions
+        shapes_ok = (
+            len(inputs) == 1
+            and inputs[0].name == INPUT_NAME
+            and len(inputs[0].shape) == 2
+            and list(inputs[0].shape[1:]) == [size]
+            and any(o.name == OUTPUT_NAME for o in outputs)
+        )
+        if not shapes_ok:
+            found = ", ".join(f"{i.name} {i.shape}" for i in inputs)
+            raise ValueError(
+                f"{self.path} takes inputs ({found}); the {name!r} encoding needs one input "
+                f"{INPUT_NAME!r} of shape [batch, {size}]"
+            )
+        output = next(o for o in outputs if o.name == OUTPUT_NAME)
+        if len(output.shape) != 2 or list(output.shape[1:]) != [actions]:
+            raise ValueError(
+                f"{self.path} outputs {OUTPUT_NAME!r} of shape {output.shape}; the {name!r} "
+                f"encoding needs [batch, {actions}]"
+            )
+        for what, arg in (("takes", inputs[0]), ("outputs", output)):
+            if arg.type != "tensor(float)":
+                raise ValueError(
+                    f"{self.path} {what} {arg.name!r} as {arg.type}; a policy {what} float32 "
+                    f"(tensor(float)) [batch, {size if arg is inputs[0] else actions}]"
+                )
+            if isinstance(arg.shape[0], int):
+                raise ValueError(
+                    f"{self.path} {what} {arg.name!r} of the fixed shape {arg.shape}; a policy "
+                    "takes a batch of any size (its first dimension must be named, as 'batch')"
+                )
+        self.metadata = dict(meta)
+        self._probe()
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        return self.session.run([OUTPUT_NAME], {INPUT_NAME: observations.astype(np.float32)})[0]
+
+
+class SB3Policy(_PolicyPlayer):
+    """A (Maskable)PPO model from Stable-Baselines3, in memory or loaded from a trusted .zip.
+
+    The legal-move mask is applied to the model's logits as for an ONNX policy, also for a
+    plain ``PPO`` model that was trained without one.
+    """
+
+    def __init__(self, model: Any, path: str | Path = "<memory>", deterministic: bool = True):
+        super().__init__(deterministic)
+        self.model = model
+        self.path = Path(path)
+        self.encoding = _encoding_of(model, self.path)
+        self._probe()
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        import torch as th
+
+        policy = self.model.policy
+        with th.no_grad():
+            obs = th.as_tensor(observations, dtype=th.float32, device=policy.device)
+            dist = policy.get_distribution(obs)
+            return dist.distribution.logits.cpu().numpy()
+
+
+SB3_SUPPORTED = (
+    "MaskablePPO and PPO models with SB3's MlpPolicy (or MaskablePPO with buttonup_env's "
+    "RingPolicy) trained on ButtonUp-v0 (246 observations, 9 actions) or on its RingObservation "
+    "wrapper (729 or 735 observations, 3 actions)"
+)
+"""The Stable-Baselines3 models that :func:`load_sb3_model` loads and ``training/export.py``
+exports."""
+
+_SB3_POLICIES: dict[tuple[str, str], tuple[str, str]] = {
+    # (module, class) of the pickled policy class: (algorithm, policy name)
+    ("sb3_contrib.common.maskable.policies", "MaskableActorCriticPolicy"): (
+        "MaskablePPO",
+        "MlpPolicy",
+    ),
+    ("buttonup_env.learn.nets", "RingPolicy"): ("MaskablePPO", "RingPolicy"),
+    ("stable_baselines3.common.policies", "ActorCriticPolicy"): ("PPO", "MlpPolicy"),
+}
+
+_SB3_SETTINGS = (
+    "learning_rate",
+    "n_envs",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "gamma",
+    "gae_lambda",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "normalize_advantage",
+    "target_kl",
+    "clip_range_vf",
+)
+"""The training settings a .zip stores as plain JSON (schedules and policy_kwargs other than
+``{}`` are pickled, so they are not read)."""
+
+
+@dataclass(frozen=True)
+class SB3File:
+    """What a Stable-Baselines3 ``.zip`` says about itself, read without unpickling anything."""
+
+    path: Path
+    algorithm: str
+    """``"MaskablePPO"`` or ``"PPO"``."""
+    policy: str
+    """``"MlpPolicy"`` or ``"RingPolicy"``."""
+    policy_class: str
+    """The policy's class, with its module."""
+    sb3_version: str | None
+    """The Stable-Baselines3 version that saved the file."""
+    steps: int | None
+    """``num_timesteps``: the environment steps the model was trained for."""
+    seed: int | None
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The training settings stored as plain values (learning rate, n_steps, gamma, ...)."""
+
+
+def _unsupported(path: Path, what: str) -> ValueError:
+    return ValueError(f"{path} {what}; supported are {SB3_SUPPORTED}")
+
+
+def _pickled_class(entry: object) -> tuple[str, str] | None:
+    """(module, name) of a class that SB3 stored by reference, read from the pickle's opcodes
+    (``pickletools`` only parses them: nothing is imported or run)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get(":serialized:"), str):
+        return None
+    try:
+        strings: list[str] = []
+        for op, arg, _ in pickletools.genops(base64.b64decode(entry[":serialized:"])):
+            if op.name == "GLOBAL" and isinstance(arg, str):
+                module, _, name = arg.partition(" ")
+                return module, name
+            if op.name == "STACK_GLOBAL":
+                return (strings[-2], strings[-1]) if len(strings) >= 2 else None
+            if isinstance(arg, str):
+                strings.append(arg)
+    except Exception:  # a damaged or unusual pickle: say what the JSON says instead
+        return None
+    return None
+
+
+def read_sb3_zip(path: str | os.PathLike[str]) -> SB3File:
+    """Read what the Stable-Baselines3 ``.zip`` at ``path`` holds, without unpickling it.
+
+    Raises ``ValueError`` with one sentence naming the file when it is not an SB3 model or
+    not one of :data:`SB3_SUPPORTED` (a recurrent policy, DQN, A2C, ...). The observation
+    and action spaces are pickled, so :func:`load_sb3_model` checks them after loading.
+    """
+    path = Path(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            raw = archive.read("data") if "data" in names else None
+            version_file = "_stable_baselines3_version"
+            version = archive.read(version_file) if version_file in names else None
+    except (OSError, zipfile.BadZipFile) as error:
+        reason = "not a zip archive" if isinstance(error, zipfile.BadZipFile) else error
+        raise _unsupported(path, f"is not a Stable-Baselines3 model ({reason})") from None
+    if raw is None:
+        raise _unsupported(path, "is not a Stable-Baselines3 model (no 'data' inside)")
+    try:
+        data = json.loads(raw)
+    except ValueError:  # UnicodeDecodeError included
+        raise _unsupported(path, "is not a Stable-Baselines3 model (damaged 'data')") from None
+    if not isinstance(data, dict) or "policy_class" not in data:
+        raise _unsupported(path, "is not a Stable-Baselines3 model (no policy class)")
+    entry = data["policy_class"]
+    found = _pickled_class(entry)
+    if found is None:
+        module = entry.get("__module__", "?") if isinstance(entry, dict) else "?"
+        name = f"a policy class defined in {module}"
+    else:
+        name = ".".join(found)
+    if found not in _SB3_POLICIES:
+        kind = " (a recurrent policy)" if "recurrent" in name.lower() else ""
+        raise _unsupported(path, f"holds a model with the policy {name}{kind}")
+    algorithm, policy = _SB3_POLICIES[found]
+    if "clip_range" not in data:  # A2C and TRPO use ActorCriticPolicy too
+        raise _unsupported(path, f"holds a model with the policy {name} that is not PPO")
+    settings = {
+        key: data[key]
+        for key in _SB3_SETTINGS
+        if key in data and (data[key] is None or isinstance(data[key], bool | int | float | str))
+    }
+    steps, seed = data.get("num_timesteps"), data.get("seed")
+    return SB3File(
+        path=path,
+        algorithm=algorithm,
+        policy=policy,
+        policy_class=name,
+        sb3_version=version.decode(errors="replace").strip() if version is not None else None,
+        steps=steps if isinstance(steps, int) else None,
+        seed=seed if isinstance(seed, int) else None,
+        settings=settings,
+    )
+
+
+def _encoding_of(model: Any, path: Path) -> Encoding:
+    """The encoding whose observations and actions ``model`` (or its policy) has."""
+    shape = getattr(model.observation_space, "shape", None)
+    size = shape[0] if shape is not None and len(shape) == 1 else None
+    matching = [e for e in ENCODINGS.values() if e.size == size]
+    if not matching:
+        sizes = ", ".join(f"{e.name}: {e.size}" for e in ENCODINGS.values())
+        what = f"size {size}" if size is not None else f"shape {shape}"
+        raise _unsupported(path, f"has observations of {what}, which match no encoding ({sizes})")
+    encoding = matching[0]
+    actions = getattr(model, "action_space", None)
+    if actions is not None and type(actions).__name__ != "Discrete":
+        raise _unsupported(path, f"has actions {actions}, which are not discrete")
+    if actions is not None and int(actions.n) != encoding.actions:
+        raise _unsupported(
+            path,
+            f"has {int(actions.n)} actions for observations of size {size}, where the "
+            f"{encoding.name!r} encoding has {encoding.actions}",
+        )
+    return encoding
+
+
+def load_sb3_model(path: str | os.PathLike[str]) -> tuple[Any, SB3File]:
+    """Load a Stable-Baselines3 ``.zip`` on the CPU: the model and :func:`read_sb3_zip`'s
+    description. **This unpickles code from the file**: only for files you made.
+
+    Raises ``ValueError`` with one sentence naming the file when the file is not one of
+    :data:`SB3_SUPPORTED`: another algorithm or policy, observations that no encoding has
+    (another env), bounds other than ButtonUp-v0's ``[0, 1]`` (a normalising wrapper), or
+    actions that are not the encoding's.
+    """
+    path = Path(path)
+    info = read_sb3_zip(path)
+    try:
+        if info.algorithm == "MaskablePPO":
+            from sb3_contrib import MaskablePPO as algorithm
+        else:
+            from stable_baselines3 import PPO as algorithm
+    except ImportError as error:  # pragma: no cover - depends on the installation
+        raise ImportError(
+            "loading a .zip model needs the training extra: pip install 'buttonup-env[train]'"
+        ) from error
+    try:
+        model = algorithm.load(path, device="cpu")
+    except Exception as error:
+        raise ValueError(
+            f"{path} could not be loaded as a Stable-Baselines3 {info.algorithm} model "
+            f"({type(error).__name__}: {' '.join(str(error).split())})"
+        ) from None
+    encoding = _encoding_of(model, path)
+    space = model.observation_space
+    low, high = getattr(space, "low", None), getattr(space, "high", None)
+    if low is None or high is None or not (np.all(low == 0.0) and np.all(high == 1.0)):
+        raise _unsupported(
+            path,
+            f"has observations {space}, not the {encoding.name!r} encoding's Box(0, 1, "
+            f"({encoding.size},)) (a wrapper that rescales them cannot be exported)",
+        )
+    return model, info
+
+
+def policy_file(path: str | os.PathLike[str]) -> Path:
+    """The file ``path`` names: a shipped policy's file for its name, otherwise ``path`` itself.
+
+    A string with no folder in it and no ``.onnx`` / ``.zip`` ending is a name: a shipped
+    policy's (see :mod:`buttonup_env.players.shipped`), or, if there is no such policy, an existing
+    file of that name. Raises ``ValueError`` listing the shipped names when it is neither.
+    """
+    if isinstance(path, str) and path in shipped_policies():
+        return shipped_policy_path(path)
+    file = Path(path)
+    is_name = isinstance(path, str) and file.name == path and file.suffix not in (".onnx", ".zip")
+    if is_name and not file.exists():
+        return shipped_policy_path(path)  # no policy has that name: raises, listing the names
+    return file
+
+
+def load_policy(
+    path: str | os.PathLike[str], *, trusted: bool = False, deterministic: bool = True
+) -> OnnxPolicy | SB3Policy:
+    """Load an exported policy as a player with ``act(state) -> slot``.
+
+    ``path`` is the name of a shipped policy (``"buttonup-ppo"``; the names are in
+    :func:`buttonup_env.players.shipped.shipped_policies`), an ``.onnx`` file written by
+    ``training/export.py`` (both need onnxruntime only), or, with ``trusted=True``, a
+    Stable-Baselines3 ``.zip`` of one of the kinds in :data:`SB3_SUPPORTED` (needs the ``train``
+    extra; loading it runs pickled code, so only for files you made; see
+    :func:`load_sb3_model`). The player applies the legal-move mask to the logits and lifts the
+    best legal slot (``deterministic=False`` samples instead), for a plain ``PPO`` model too.
+
+    Raises ``ValueError`` naming the file when it is missing, unreadable, or not a policy for
+    this game's observations, and listing the shipped policies for an unknown name.
+    """
+    path = policy_file(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; expected a policy file (.onnx)")
+    if not path.is_file():
+        raise ValueError(f"policy file {path} does not exist (expected an .onnx file)")
+    if path.suffix == ".zip":
+        if not trusted:
+            raise ValueError(
+                f"{path} is a Stable-Baselines3 .zip: loading it unpickles code that can do "
+                "anything. If you made this file yourself, export it to ONNX with "
+                f"python training/export.py {path} --trusted, or pass trusted=True (--trusted "
+                "in training/evaluate.py)"
+            )
+        model, _ = load_sb3_model(path)
+        return SB3Policy(model, path, deterministic)
+    return OnnxPolicy(path, deterministic)

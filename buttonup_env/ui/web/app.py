@@ -1,0 +1,352 @@
+"""The web app: the page's files and a JSON API over :mod:`buttonup_env.ui.web.games`.
+
+``create_app(players, records)`` builds a FastAPI application. The API:
+
+=========================================  =============================================
+``GET  /api/options``                      the players offered, the default opponent and target
+``POST /api/games``                        a new game (:class:`NewGame`), 201 and its view
+``GET  /api/games/{id}``                   the game's position
+``POST /api/games/{id}/moves``             a person lifts ``{"slot": n}``; the bots answer
+``POST /api/games/{id}/step``              the bot to move plays one move (watch mode)
+``POST /api/games/{id}/next-round``        the next round, once this one is over
+``GET  /api/games/{id}/hint``              the exact value of each legal move
+``GET  /api/records``                      the records offered for replay
+``GET  /api/records/{index}``              one record played out, event by event
+``GET  /api/openapi.json``                 all of the above as an OpenAPI schema
+=========================================  =============================================
+
+Every error is ``{"detail": "<one sentence>"}``: 400 for an illegal move (the slot and the legal
+ones), 404 for an unknown game or record, 409 for a request that does not fit the game's moment
+(not a person's turn, round over, ...), 422 for a malformed request, 500 when a bot or policy
+fails to choose a move (the game keeps the moves made before). A refused request leaves the
+game unchanged. In front of all of it, :class:`~buttonup_env.ui.web.guard.RequestGuard` answers
+400 or 421 for a ``Host`` the server does not serve (DNS rebinding), 413 for a body over 4 KiB
+and 408 for a body that does not arrive.
+
+The handlers are coroutines that never wait on anything: each runs to its end on the event
+loop, so the games, the bots and the solver's shared table need no locks.
+
+Nothing a request says can make the server open a file: the page's files are the package's own,
+records were read at start-up, and players are chosen by key among those offered.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .games import (
+    MAX_GAMES,
+    Game,
+    GameStore,
+    IllegalMove,
+    NotNow,
+    OfferedPlayer,
+    PlayerFailed,
+    StoredRecord,
+    UnknownGame,
+    hint,
+    offer,
+    record_summaries,
+    replay,
+)
+from .guard import MAX_BODY_BYTES, AllowedHosts, RequestGuard
+from .schemas import (
+    HUMAN,
+    MAX_TARGET,
+    Event,
+    GameView,
+    Hint,
+    MoveRequest,
+    NewGame,
+    Options,
+    PlayerOption,
+    Problem,
+    RecordSummary,
+    Replay,
+)
+
+STATIC = Path(__file__).parent / "static"
+"""The page's files, shipped inside the package."""
+
+SECURITY_HEADERS = {
+    # Everything the page needs comes from this server: no CDN, no inline script.
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+        "frame-ancestors 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+ERRORS = {
+    400: {"model": Problem, "description": "an illegal move: the slot and the legal ones"},
+    404: {"model": Problem, "description": "no such game (never made, or dropped)"},
+    409: {"model": Problem, "description": "not now: not a person's turn, or the round is over"},
+    422: {"model": Problem, "description": "a malformed request"},
+    500: {"model": Problem, "description": "a bot or policy failed to choose a move"},
+}
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _problem(status: int, text: str) -> JSONResponse:
+    return JSONResponse({"detail": _sentence(text)}, status_code=status)
+
+
+def _shown(value: object) -> str:
+    """``value`` as JSON, cut short when long."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _validation_sentence(error: RequestValidationError) -> str:
+    """The first problem of a malformed request, in words."""
+    errors = error.errors()
+    if not errors:  # pragma: no cover - FastAPI always lists at least one
+        return "the request is malformed"
+    first = errors[0]
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "path", "query")]
+    field = f'the field "{".".join(loc)}"' if loc else "the request body"
+    kind = first.get("type", "")
+    if kind == "json_invalid":
+        text = "the request body is not valid JSON"
+    elif kind == "missing" and not loc:
+        text = "the request has no JSON body"
+    elif kind == "missing":
+        text = f"{field} is missing"
+    elif kind == "extra_forbidden":
+        text = f'the request has an unknown field "{".".join(loc)}"'
+    else:
+        message = str(first.get("msg", "is not valid"))
+        text = f"{field} is {_shown(first.get('input'))}: {message[:1].lower() + message[1:]}"
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return text
+
+
+def create_app(
+    players: list[OfferedPlayer] | None = None,
+    records: list[StoredRecord] | None = None,
+    *,
+    max_games: int = MAX_GAMES,
+    notes: list[str] | None = None,
+    hosts: AllowedHosts | None = None,
+    max_body: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The web app offering ``players`` (default: the three bots; the first is the default
+    opponent) and ``records`` to replay, keeping at most ``max_games`` games.
+
+    ``notes`` are shown on the page (e.g. that the shipped agent could not be found).
+    ``hosts`` are the ``Host`` names it answers (default: ``localhost`` and the loopback
+    addresses only; ``buttonup-web`` passes those of its ``--host``), ``max_body`` the largest
+    request body it reads (see :mod:`buttonup_env.ui.web.guard`).
+    """
+    offered = list(players) if players is not None else offer([])
+    if not offered:
+        raise ValueError("offer at least one player (a bot or a policy)")
+    by_key = {p.key: p for p in offered}
+    stored = list(records or [])
+    store = GameStore(max_games)
+    notes = list(notes or [])
+
+    app = FastAPI(
+        title="Button Up!",
+        summary="Play, watch and replay Button Up! in the browser.",
+        version=_version(),
+        docs_url=None,  # FastAPI's docs pages load their scripts from a CDN: not here
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
+    app.state.store = store
+
+    # --- errors ----------------------------------------------------------------------------
+    @app.exception_handler(UnknownGame)
+    async def unknown_game(request: Request, error: UnknownGame) -> JSONResponse:
+        return _problem(404, str(error))
+
+    @app.exception_handler(UnknownRecord)
+    async def unknown_record(request: Request, error: UnknownRecord) -> JSONResponse:
+        return _problem(404, str(error))
+
+    @app.exception_handler(IllegalMove)
+    async def illegal_move(request: Request, error: IllegalMove) -> JSONResponse:
+        return _problem(400, str(error))
+
+    @app.exception_handler(NotNow)
+    async def not_now(request: Request, error: NotNow) -> JSONResponse:
+        return _problem(409, str(error))
+
+    @app.exception_handler(PlayerFailed)
+    async def player_failed(request: Request, error: PlayerFailed) -> JSONResponse:
+        return _problem(500, str(error))
+
+    @app.exception_handler(Exception)
+    async def server_error(request: Request, error: Exception) -> JSONResponse:
+        # anything else: still a sentence (the server's log has the traceback)
+        name = type(error).__name__
+        return _problem(500, f"the server failed to answer this request ({name})")
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(request: Request, error: RequestValidationError) -> JSONResponse:
+        text = _validation_sentence(error)
+        game_id = request.path_params.get("game_id")
+        if request.url.path.endswith("/moves") and game_id in store:
+            state = store.get(game_id).state
+            if state.legal_moves():
+                legal = ", ".join(map(str, state.legal_moves()))
+                text += f'; send {{"slot": n}} with one of the legal slots {legal}'
+        return _problem(422, text)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 404:
+            text = "nothing is served at this address: the page is at / and the API under /api"
+        elif error.status_code == 405:
+            text = f"this address does not answer {request.method} requests"
+        else:
+            text = str(error.detail)
+        return JSONResponse(
+            {"detail": _sentence(text)}, status_code=error.status_code, headers=error.headers
+        )
+
+    @app.middleware("http")
+    async def security_headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    app.add_middleware(  # outermost: before anything reads the request
+        RequestGuard, hosts=hosts, max_body=max_body, headers=SECURITY_HEADERS
+    )
+
+    # --- the page --------------------------------------------------------------------------
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    # --- the API ---------------------------------------------------------------------------
+    def view(game: Game, events: list[Event]) -> GameView:
+        return GameView(
+            id=game.id,
+            players=game.players_view(),
+            seed=game.seed,
+            auto=game.auto,
+            state=game.view(),
+            events=events,
+        )
+
+    def player(field: str, key: str) -> OfferedPlayer | None:
+        if key == HUMAN:
+            return None
+        if key not in by_key:
+            choices = ", ".join([HUMAN, *by_key])
+            raise NotOffered(
+                f"the {field} player {_shown(key)} is not offered here; use one of {choices}"
+            )
+        return by_key[key]
+
+    @app.exception_handler(NotOffered)
+    async def not_offered(request: Request, error: NotOffered) -> JSONResponse:
+        return _problem(422, str(error))
+
+    @app.get("/api/options", response_model=Options)
+    async def options() -> Options:
+        """What the page can set up: the players offered (default opponent first)."""
+        return Options(
+            players=[PlayerOption(key=p.key, label=p.label, elo=p.elo) for p in offered],
+            default_opponent=offered[0].key,
+            max_target=MAX_TARGET,
+            records=len(stored),
+            notes=notes,
+        )
+
+    @app.post("/api/games", response_model=GameView, status_code=201, responses=ERRORS)
+    async def new_game(request: NewGame) -> GameView:
+        """Start a match; when a bot starts and a person plays, its moves come with it."""
+        red, black = player("red", request.red), player("black", request.black)
+        seed = request.seed if request.seed is not None else secrets.randbelow(10**6)
+        game = Game(store.new_id(), red, black, target=request.target, seed=seed)
+        events = game.start()
+        store.add(game)
+        return view(game, events)
+
+    @app.get("/api/games/{game_id}", response_model=GameView, responses=ERRORS)
+    async def get_game(game_id: str) -> GameView:
+        """The game's position (no events)."""
+        return view(store.get(game_id), [])
+
+    @app.post("/api/games/{game_id}/moves", response_model=GameView, responses=ERRORS)
+    async def move(game_id: str, request: MoveRequest) -> GameView:
+        """A person lifts a slot; the bots answer up to the person's turn or the round's end."""
+        game = store.get(game_id)
+        return view(game, game.move(request.slot))
+
+    @app.post("/api/games/{game_id}/step", response_model=GameView, responses=ERRORS)
+    async def step(game_id: str) -> GameView:
+        """The bot to move plays one move."""
+        game = store.get(game_id)
+        return view(game, game.step())
+
+    @app.post("/api/games/{game_id}/next-round", response_model=GameView, responses=ERRORS)
+    async def next_round(game_id: str) -> GameView:
+        """The next round of the match, once the current one is over."""
+        game = store.get(game_id)
+        return view(game, game.next_round())
+
+    @app.get("/api/games/{game_id}/hint", response_model=Hint, responses=ERRORS)
+    async def get_hint(game_id: str) -> Hint:
+        """The exact value of each legal move for the player to move (as buttonup-play --hint)."""
+        return hint(store.get(game_id).state)
+
+    @app.get("/api/records", response_model=list[RecordSummary])
+    async def list_records() -> list[RecordSummary]:
+        """The records given with --records, by index."""
+        return record_summaries(stored)
+
+    @app.get("/api/records/{index}", response_model=Replay, responses=ERRORS)
+    async def get_record(index: int) -> Replay:
+        """One record played out as events, to step through."""
+        if not stored:
+            raise UnknownRecord("no records are offered: start the server with --records FILE")
+        if not 0 <= index < len(stored):
+            raise UnknownRecord(
+                f"there is no record {index}; the records are 0 to {len(stored) - 1}"
+            )
+        return replay(index, stored[index])
+
+    return app
+
+
+class NotOffered(ValueError):
+    """A new game names a player the server does not offer."""
+
+
+class UnknownRecord(LookupError):
+    """No record has this index."""
+
+
+def _version() -> str:
+    from ... import __version__
+
+    return __version__

@@ -1,7 +1,0 @@
-"""``python -m buttonup_env.web``: see :mod:`buttonup_env.web.cli`."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())

@@ -1,0 +1,73 @@
+"""The package's layers: the import-linter contracts hold, the rules import only the standard
+library, every subpackage says its job, and no module reads another's private names."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "buttonup_env"
+LAYERS = ("game", "engine", "players", "envs", "learn", "ui")
+
+
+def python_files(*folders: Path) -> list[Path]:
+    return sorted(path for folder in folders for path in folder.rglob("*.py"))
+
+
+def test_lint_imports_keeps_every_contract() -> None:
+    command = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if command is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    done = subprocess.run([command], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "0 broken" in done.stdout
+
+
+def test_the_rules_import_only_the_standard_library() -> None:
+    tree = ast.parse((PACKAGE / "game" / "rules.py").read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "the rules import nothing of the package"
+            imported.add(str(node.module).split(".")[0])
+    outside = imported - set(sys.stdlib_module_names) - {"__future__"}
+    assert imported and not outside, f"the rules import {sorted(outside)}"
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_every_layer_says_its_job_in_a_sentence(layer: str) -> None:
+    docstring = ast.get_docstring(ast.parse((PACKAGE / layer / "__init__.py").read_text()))
+    assert docstring and docstring.endswith(".") and docstring.count(". ") == 0, docstring
+
+
+def test_no_module_reads_another_modules_private_names() -> None:
+    found = []
+    for path in python_files(PACKAGE, ROOT / "training", ROOT / "benchmarks"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = set()  # names bound to modules of the project in this file
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                own = node.level > 0 or str(node.module).startswith(("buttonup_env", "training"))
+                for alias in node.names:
+                    if own and alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {alias.name}")
+                    if own:
+                        modules.add(alias.asname or alias.name)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value.id}.{node.attr}")
+    assert not found, "private names read from another module:\n" + "\n".join(found)
