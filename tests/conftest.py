@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,14 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# Hypothesis: the same examples in every run ("repeatable", the default), so that a green run
+# stays green; `--hypothesis-profile fuzz` (or HYPOTHESIS_PROFILE=fuzz) explores new random
+# examples instead, and a failure it finds becomes an @example of the test.
+settings.register_profile("repeatable", derandomize=True, database=None, print_blob=True)
+settings.register_profile("fuzz", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 DATA_DIR = Path(__file__).parent / "data"
 
