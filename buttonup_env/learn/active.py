@@ -11,12 +11,8 @@ sum with a twentieth of the arithmetic. :func:`active_features` makes the lists:
 A view's list holds its active features in increasing order, then :data:`END` in the places
 left; an all-zero view (no legal move behind it) is an empty list. The kernels are compiled
 with numba on first use and cached, as the batched env's are (:mod:`buttonup_env.engine.kernels`).
-
-Measured on the 2-core machine of ``benchmarks/README.md``: an update of a 4,096-sample
-rollout took 60.5 ms with these lists where the dense bfloat16 layer took 76.4; the layer
-alone, forward and backward over 3,072 views, 0.70 ms against 1.39 for the dense bfloat16
-layer and 1.95 for an ``nn.EmbeddingBag`` over the same lists
-(``benchmarks/bench_network.py``).
+``benchmarks/bench_network.py`` times it beside the dense layer and ``nn.EmbeddingBag``; the
+figures are in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ _MASKED = -1e8  # an illegal move's logit, as sb3-contrib's MaskableCategorical 
 def fast_bfloat16() -> bool:
     """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX or AVX512-BF16,
     read from Linux's ``/proc/cpuinfo``): there ``bfloat16=True`` makes training's updates
-    about 1.5 times as fast; elsewhere bfloat16 is emulated and slower. False where the flags
-    cannot be read."""
+    faster (``benchmarks/README.md``); elsewhere bfloat16 is emulated and slower. False where
+    the flags cannot be read."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
             for line in handle:
@@ -61,7 +61,7 @@ class RingViews(nn.Module):
     latent is the value itself (``latent_dim_vf`` = 1): a linear unit scores each legal move's
     afterstate, and the value is those scores averaged with the policy's probabilities of the
     moves, held fixed so that the value loss trains the critic only. It costs a unit where
-    pooling costs a reduction over the views, whose backward pass made updates a third slower.
+    pooling costs a reduction over the views, whose backward pass is the dearer one.
     """
 
     def __init__(
