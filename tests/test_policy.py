@@ -29,6 +29,7 @@ from buttonup_env.game.encoding import ENCODINGS
 from buttonup_env.game.rules import State
 from buttonup_env.learn.nets import RingPolicy
 from buttonup_env.learn.onnx_writer import check_exportable, export_onnx
+from buttonup_env.players.onnx_graph import OPERATORS
 from buttonup_env.players.policy import (
     META_ENCODING,
     META_VERSION,
@@ -347,6 +348,21 @@ def test_load_policy_needs_no_torch(exported: Callable[[str], tuple[MaskablePPO,
     assert done.returncode == 0, done.stderr
     moves = [int(line) for line in done.stdout.split()]
     assert moves == [SB3Policy(exported(name)[0]).act(state) for name in names]
+
+
+def test_the_loader_allows_exactly_the_operators_the_exporter_writes(
+    exported: Callable[[str], tuple[MaskablePPO, Path]], tmp_path: Path
+) -> None:
+    """Every kind of policy the exporter writes (a bounded RingPolicy for Mul) loads, and
+    together they use every operator the loader allows: the list is the exporter's."""
+    bounded = make_model("ring", {"logit_bound": 5.0, "activation_fn": nn.Tanh})
+    paths = [exported(name)[1] for name in MODELS if name.endswith(("fresh", "tanh", "mlp"))]
+    paths.append(export_onnx(bounded.policy, tmp_path / "bounded.onnx"))
+    used = set()
+    for path in paths:
+        load_policy(path)
+        used |= {node.op_type for node in onnx.load(path).graph.node}
+    assert used == OPERATORS
 
 
 # --- bad files ---------------------------------------------------------------------------------

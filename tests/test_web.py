@@ -224,10 +224,22 @@ def test_a_bad_new_game_gets_one_sentence(client: TestClient, body: Any, says: s
 
 
 def test_a_new_game_that_is_not_json_gets_one_sentence(client: TestClient) -> None:
-    for content, kind in (("{", "application/json"), ("black=random", "text/plain")):
+    for content, kind in (
+        ("{", "application/json"),
+        ("black=random", "text/plain"),
+        ('{"black": "random"}', "text/plain"),
+    ):
         response = client.post("/api/games", content=content, headers={"content-type": kind})
         assert response.status_code == 422
-        assert is_sentence(response.json()["detail"])
+        detail = response.json()["detail"]
+        assert is_sentence(detail) and "b'" not in detail, detail  # no Python bytes quoted
+        if kind == "text/plain":
+            assert "send it with Content-Type: application/json" in detail
+
+
+def test_the_page_answers_head(client: TestClient) -> None:
+    response = client.head("/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
 
 
 # --- moves -----------------------------------------------------------------------------------
@@ -437,9 +449,21 @@ def test_the_hint_is_the_solver_s_value_of_each_move(client: TestClient) -> None
 
 
 # --- records ---------------------------------------------------------------------------------
+def all_records(client: TestClient, count: int = 100) -> list[dict[str, Any]]:
+    """Every record offered, page by page (``count`` a page)."""
+    listed: list[dict[str, Any]] = []
+    while True:
+        page = client.get("/api/records", params={"start": len(listed), "count": count}).json()
+        assert page["start"] == len(listed) and len(page["records"]) <= count
+        listed += page["records"]
+        if len(listed) >= page["total"] or not page["records"]:
+            return listed
+
+
 def test_records_are_listed_and_replayed(client: TestClient, data_dir: Path) -> None:
-    listed = client.get("/api/records").json()
+    listed = all_records(client)
     assert len(listed) == 340  # 300 rounds and 40 matches
+    assert [r["index"] for r in listed] == list(range(340))
     matches = [r for r in listed if r["kind"] == "match"]
     first_match = matches[0]
     replay = client.get(f"/api/records/{first_match['index']}").json()
@@ -468,7 +492,7 @@ def test_an_unknown_record_gets_404(client: TestClient) -> None:
     response = client.get("/api/records/x")
     assert response.status_code == 422 and is_sentence(response.json()["detail"])
     empty = TestClient(create_app(offer([])), base_url=LOCAL)
-    assert empty.get("/api/records").json() == []
+    assert empty.get("/api/records").json() == {"total": 0, "start": 0, "records": []}
     response = empty.get("/api/records/0")
     assert response.status_code == 404 and "--records" in response.json()["detail"]
 
@@ -509,7 +533,7 @@ async def _play_through(client: Any, seed: int) -> tuple[str, dict[str, Any]]:
 
 
 def test_200_concurrent_games_are_neither_lost_nor_mixed_up() -> None:
-    app = create_app(offer([]))
+    app = create_app(offer([]), max_games_per_client=200)  # one client plays them all
 
     async def everyone() -> list[tuple[str, dict[str, Any]]]:
         transport = httpx.ASGITransport(app=app)

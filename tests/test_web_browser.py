@@ -283,6 +283,47 @@ def test_a_record_replayed_forward_and_back(server: tuple[str, Any], browser: We
     assert console_errors(browser) == []
 
 
+def test_records_are_listed_a_page_at_a_time(data_dir: Path, browser: WebDriver) -> None:
+    """340 records: the list shows a hundred at a time, and Later and Earlier page through."""
+    records, _ = load_records([data_dir / "rounds.jsonl", data_dir / "matches.jsonl"])
+    app = create_app(offer(["random"]), records)
+    sock = listen("127.0.0.1", 0)
+    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + WAIT
+    while not uv.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        open_page(browser, f"http://127.0.0.1:{sock.getsockname()[1]}/")
+        browser.find_element(By.ID, "mode-replay").click()
+        record = Select(browser.find_element(By.ID, "record"))
+        earlier = browser.find_element(By.ID, "records-earlier")
+        later = browser.find_element(By.ID, "records-later")
+        assert len(record.options) == 100 and record.options[0].get_attribute("value") == "0"
+        assert text(browser, "records-shown") == "records 1 to 100 of 340"
+        assert not earlier.is_enabled() and later.is_enabled()
+        for shown in ("records 101 to 200 of 340", "records 201 to 300 of 340"):
+            later.click()
+            wait_for(browser, lambda d, s=shown: text(d, "records-shown") == s, shown)
+        later.click()
+        wait_for(browser, lambda d: text(d, "records-shown").startswith("records 301 "), "last")
+        assert text(browser, "records-shown") == "records 301 to 340 of 340"
+        assert len(record.options) == 40 and not later.is_enabled()
+        record.select_by_value("339")  # the last match
+        browser.find_element(By.ID, "open-record").click()
+        wait_for(browser, lambda d: text(d, "replay-pos").startswith("1 / "), "the record")
+        earlier.click()
+        wait_for(browser, lambda d: text(d, "records-shown").startswith("records 201 "), "back")
+        assert record.options[0].get_attribute("value") == "200"
+        assert console_errors(browser) == []
+    finally:
+        uv.should_exit = True
+        thread.join(WAIT)
+        sock.close()
+
+
 def test_the_page_fits_a_phone_and_names_its_controls(
     server: tuple[str, Any], browser: WebDriver
 ) -> None:

@@ -5,28 +5,46 @@ are tested against the real server (uvicorn, as buttonup-web runs it) on loopbac
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("fastapi", reason="the web app needs the web extra: pip install -e '.[web]'")
 
 from fastapi.testclient import TestClient
+
+try:  # Starlette's test client moved to httpx2; older installs have httpx
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - depends on the installation
+    import httpx  # type: ignore[no-redef]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buttonup_env.game.rules import State
-from buttonup_env.ui.web import cli
+from buttonup_env.game.rules import LAYOUTS, State, next_starter
+from buttonup_env.ui.web import cli, games
 from buttonup_env.ui.web.app import SECURITY_HEADERS, create_app
-from buttonup_env.ui.web.games import OfferedPlayer, offer
-from buttonup_env.ui.web.guard import MAX_BODY_BYTES, AllowedHosts, host_name
+from buttonup_env.ui.web.games import (
+    EVENTS_PER_ROUND,
+    MAX_RECORDS_PAGE,
+    MAX_REPLAY_ROUNDS,
+    OfferedPlayer,
+    load_records,
+    offer,
+)
+from buttonup_env.ui.web.guard import MAX_BODY_BYTES, MAX_RESPONSE_BYTES, AllowedHosts, host_name
 
 LOCAL = "http://127.0.0.1:8000"
 
@@ -399,3 +417,351 @@ def test_a_rebinding_host_is_refused_by_the_real_server(server: tuple[str, int])
         conn.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n")
         answer = conn.recv(65536)
     assert answer.startswith(b"HTTP/1.1 400 ")
+
+
+# --- players that think too long ----------------------------------------------------------------
+
+
+class Slow:
+    """A player that thinks until it is released (or a minute has passed)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def act(self, state: State) -> int:
+        self.release.wait(60)
+        return state.legal_moves()[0]
+
+
+def test_a_slow_player_holds_up_nobody_else_and_gets_a_sentence() -> None:
+    """A player thinking forever: its request gets a 500 sentence after the time limit, and
+    meanwhile another client's requests are answered at once (the real server, two
+    connections)."""
+    from buttonup_env.ui.web.workers import Workers
+
+    release = threading.Event()
+    offered = [OfferedPlayer("slow", "the policy slow.onnx", lambda: Slow(release)), *offer([])]
+    app = create_app(offered, workers=Workers(seconds=1.5), hosts=AllowedHosts.serving("127.0.0.1"))
+    sock = cli.listen("127.0.0.1", 0)
+    uv = cli.make_server(app)
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not uv.started:
+        time.sleep(0.02)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    answers: list[Any] = []
+    try:
+        with (
+            httpx.Client(base_url=base, timeout=10) as first,
+            httpx.Client(base_url=base, timeout=10) as second,
+        ):
+            game = first.post("/api/games", json={"red": "slow", "black": "random", "seed": 1})
+            game_id = game.json()["id"]
+            assert game.json()["state"]["to_move"] == "R"  # the slow player's turn (watch mode)
+            stepping = threading.Thread(
+                target=lambda: answers.append(first.post(f"/api/games/{game_id}/step"))
+            )
+            start = time.monotonic()
+            stepping.start()
+            time.sleep(0.2)
+            for _ in range(3):  # another client, while the slow player thinks
+                asked = time.monotonic()
+                assert second.get("/api/options").status_code == 200
+                other = second.post("/api/games", json={"black": "random"})
+                assert other.status_code == 201
+                assert time.monotonic() - asked < 0.5
+            busy = second.post(f"/api/games/{game_id}/step")  # the same game: not now
+            assert busy.status_code == 409 and "still answering" in sentence(busy)
+            stepping.join(10)
+            assert 1.5 <= time.monotonic() - start < 5
+        response = answers[0]
+        assert response.status_code == 500
+        assert sentence(response).startswith("The policy slow.onnx did not choose a move on ")
+        assert "within 1.5 s" in sentence(response)
+    finally:
+        release.set()
+        uv.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
+
+
+SLOW_SERVER = """
+import sys, threading
+from buttonup_env.ui.web import cli
+from buttonup_env.ui.web.app import create_app
+from buttonup_env.ui.web.games import OfferedPlayer, offer
+
+class Slow:
+    def act(self, state):
+        threading.Event().wait(600)  # thinks for ten minutes
+
+app = create_app([OfferedPlayer("slow", "the slow player", Slow), *offer([])])
+sock = cli.listen("127.0.0.1", 0)
+print(sock.getsockname()[1], flush=True)
+cli.serve(cli.make_server(app), sock)
+print("Stopped.", flush=True)
+"""
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_signal_stops_the_server_while_a_player_thinks(signal_number: int) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_SERVER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        base = f"http://127.0.0.1:{int(process.stdout.readline())}"
+        with httpx.Client(base_url=base, timeout=20) as http:
+            deadline = time.monotonic() + 30
+            while True:  # the port is bound before the server listens on it
+                try:
+                    http.get("/api/options")
+                    break
+                except httpx.ConnectError:
+                    assert time.monotonic() < deadline, "the server did not start"
+                    time.sleep(0.05)
+            game = http.post("/api/games", json={"red": "slow", "black": "random", "seed": 1})
+            assert game.json()["state"]["to_move"] == "R"  # the slow player's turn
+            game_id = game.json()["id"]
+            answers: list[Any] = []
+            stuck = threading.Thread(
+                target=lambda: answers.append(http.post(f"/api/games/{game_id}/step")), daemon=True
+            )
+            stuck.start()
+            time.sleep(0.3)  # the step is under way, its player thinking
+            start = time.monotonic()
+            process.send_signal(signal_number)
+            out, err = process.communicate(timeout=30)
+            stuck.join(10)
+        assert time.monotonic() - start < cli.SHUTDOWN_SECONDS + 5
+        assert answers[0].status_code == 503  # answered as the server stopped, not cut off
+        assert answers[0].json()["detail"] == "The server is stopping."
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    assert out == "Stopped.\n" and "Traceback" not in err, err
+
+
+# --- records: how many, how long, how large an answer ---------------------------------------
+
+
+def tied_match(rounds: int, record_id: str = "tied") -> dict[str, Any]:
+    """A valid match record at target 1 of ``rounds`` rounds: all tied (nobody scores) but the
+    last. Tied rounds score nothing, so a match can go on for any number of them."""
+    rng = np.random.default_rng(0)
+    tie = win = None
+    while tie is None or win is None:
+        layout = LAYOUTS[int(rng.integers(len(LAYOUTS)))]
+        state = State.new_round(layout, "R", target=1)
+        moves = []
+        while not state.round_over:
+            moves.append(int(rng.choice(state.legal_moves())))
+            state = state.play(moves[-1])
+        entry = {"layout": " ".join(layout), "moves": moves}
+        if state.strength["R"] == state.strength["B"]:
+            tie = tie or entry
+        else:
+            win = win or entry
+    score = {"R": 0, "B": 0}
+    starter: Any = "R"
+    played = []
+    for number in range(rounds):
+        if number:
+            starter = next_starter(score, starter)  # a tie leaves the score at 0-0
+        played.append(dict(tie if number < rounds - 1 else win, first=starter))
+    return {"id": record_id, "target": 1, "first": "R", "rounds": played}
+
+
+def test_a_record_of_13001_tied_rounds_is_not_offered(tmp_path: Path) -> None:
+    """The 0.9 MB record that gave a 60 MB answer and blocked the server for 14 s: skipped at
+    start-up with a note, as the first invalid record."""
+    path = tmp_path / "tied.jsonl"
+    lines = [tied_match(13_001, "long"), tied_match(3, "short")]
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in lines))
+    assert 850_000 < path.stat().st_size < 1 << 20  # 0.9 MB: a line the reader takes
+    start = time.monotonic()
+    stored, notes = load_records([path])
+    assert time.monotonic() - start < 2  # counted, not replayed
+    assert [r.id for r in stored] == ["short"]
+    assert (
+        "1 invalid skipped (first, long: it has 13,001 rounds; the server replays records of at "
+        f"most {MAX_REPLAY_ROUNDS:,}" in notes[0]
+    )
+
+
+def test_the_longest_record_offered_is_replayed_off_the_loop_once_and_within_the_cap() -> None:
+    record = tied_match(MAX_REPLAY_ROUNDS)
+    stored = [games._stored("longest", record)]
+    app = create_app(offer([]), stored)
+
+    async def both() -> tuple[Any, float, Any]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=LOCAL) as client:
+            replaying = asyncio.ensure_future(client.get("/api/records/0"))
+            await asyncio.sleep(0.05)  # the replay is being computed
+            asked = time.monotonic()
+            options = await client.get("/api/options")  # answered meanwhile
+            waited = time.monotonic() - asked
+            assert options.status_code == 200 and not replaying.done()
+            return await replaying, waited, await client.get("/api/records/0")
+
+    replay, waited, again = asyncio.run(both())
+    assert waited < 0.3, waited
+    assert replay.status_code == 200 and replay.content == again.content  # the same, cached
+    events = replay.json()["events"]
+    assert len(events) == EVENTS_PER_ROUND * MAX_REPLAY_ROUNDS + 1  # and the match's end
+    assert len(replay.content) < MAX_RESPONSE_BYTES
+
+
+def test_the_records_served_are_capped_and_the_rest_is_not_read(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    rounds = data_dir / "rounds.jsonl"
+    path = tmp_path / "more.jsonl"
+    path.write_bytes(rounds.read_bytes()[:2000].rsplit(b"\n", 1)[0] + b"\n" + b"{not json\n" * 50)
+    stored, notes = load_records([rounds, path], max_records=250)
+    assert len(stored) == 250
+    assert notes == [
+        f"{rounds}: 250 records to replay; the rest is not read, the server offers at most 250 "
+        "records",
+        f"{path}: not read, the server offers at most 250 records",
+    ]
+
+
+def test_the_records_are_listed_a_page_at_a_time(data_dir: Path) -> None:
+    stored, _ = load_records([data_dir / "rounds.jsonl", data_dir / "matches.jsonl"])
+    client = TestClient(create_app(offer([]), stored), base_url=LOCAL)
+    first = client.get("/api/records").json()
+    assert first["total"] == 340 and first["start"] == 0 and len(first["records"]) == 100
+    page = client.get("/api/records", params={"start": 300, "count": 50}).json()
+    assert [r["index"] for r in page["records"]] == list(range(300, 340))
+    assert client.get("/api/records", params={"start": 340}).json()["records"] == []
+    for params, says in (
+        ({"count": MAX_RECORDS_PAGE + 1}, '"count"'),
+        ({"count": 0}, '"count"'),
+        ({"start": -1}, '"start"'),
+        ({"start": "x"}, '"start"'),
+    ):
+        response = client.get("/api/records", params=params)
+        assert response.status_code == 422 and says in sentence(response), response.text
+
+
+def test_an_answer_over_the_cap_is_refused_in_a_sentence(data_dir: Path) -> None:
+    stored, _ = load_records([data_dir / "rounds.jsonl"])
+    client = TestClient(create_app(offer([]), stored, max_response=20_000), base_url=LOCAL)
+    assert client.get("/api/records", params={"count": 10}).status_code == 200
+    response = client.get("/api/records", params={"count": 500})
+    assert response.status_code == 500
+    assert "more than the 20,000 this server sends" in sentence(response)
+
+
+def test_an_answer_without_a_length_is_cut_off_at_the_cap() -> None:
+    from buttonup_env.ui.web.guard import RequestGuard
+
+    async def streaming(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for _ in range(100):
+            await send({"type": "http.response.body", "body": b"x" * 1000, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+    sent: list[bytes] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message.get("body", b""))
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    guard = RequestGuard(streaming, max_response=10_000)
+    scope = {"type": "http", "headers": [(b"host", b"localhost")]}
+    with pytest.raises(RuntimeError, match="more than 10,000 bytes was cut off"):
+        asyncio.run(guard(scope, receive, send))
+    assert sum(map(len, sent)) <= 10_000
+
+
+# --- games: a share for each client -----------------------------------------------------------
+
+
+def test_a_client_beyond_its_share_pushes_out_its_own_games_only() -> None:
+    app = create_app(offer([]), max_games_per_client=3)
+    alice = TestClient(app, base_url=LOCAL, client=("10.0.0.1", 5000))
+    bob = TestClient(app, base_url=LOCAL, client=("10.0.0.2", 5000))
+    bobs = bob.post("/api/games", json={"black": "random"}).json()["id"]
+    alices = [alice.post("/api/games", json={"black": "random"}).json()["id"] for _ in range(20)]
+    assert bob.get(f"/api/games/{bobs}").status_code == 200  # still there
+    assert [alice.get(f"/api/games/{g}").status_code for g in alices] == [404] * 17 + [200] * 3
+    assert app.state.store.games_of("10.0.0.1") == 3 and len(app.state.store) == 4
+
+
+def test_a_full_server_refuses_a_new_client_until_a_game_is_left_unused() -> None:
+    now = [0.0]
+    store = games.GameStore(max_games=4, max_per_client=2, idle_seconds=60, clock=lambda: now[0])
+    game = lambda: games.Game(store.new_id(), None, None)  # noqa: E731
+    for client in ("a", "a", "b", "b"):
+        store.add(game(), client)
+    with pytest.raises(games.StoreFull, match="keeps 4 games, as many as it may"):
+        store.add(game(), "c")
+    store.add(game(), "a")  # a client with games makes room from its own
+    assert store.games_of("a") == 2 and store.games_of("b") == 2
+    now[0] = 61.0
+    kept = game()
+    store.add(kept, "c")  # the games unused for a minute make room
+    assert store.games_of("c") == 1 and kept.id in store
+
+
+def test_a_full_server_answers_503() -> None:
+    app = create_app(offer([]), max_games=2, max_games_per_client=1)
+    for number in (1, 2):
+        client = TestClient(app, base_url=LOCAL, client=(f"10.0.0.{number}", 1))
+        assert client.post("/api/games", json={"black": "random"}).status_code == 201
+    late = TestClient(app, base_url=LOCAL, client=("10.0.0.3", 1))
+    response = late.post("/api/games", json={"black": "random"})
+    assert response.status_code == 503 and "try again later" in sentence(response)
+
+
+@pytest.mark.parametrize(
+    ("host", "client"),
+    [
+        ("192.0.2.7", "192.0.2.7"),
+        ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"),  # the same machine's other address
+        ("::ffff:192.0.2.7", "192.0.2.7"),
+        ("testclient", "testclient"),
+        (None, "unknown"),
+    ],
+)
+def test_clients_are_addresses_and_ipv6_networks(host: str | None, client: str) -> None:
+    assert games.client_of(host) == client
+
+
+# --- the command line's output ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("output", ["closed", "full"])
+def test_the_command_with_no_output_says_so_and_does_not_serve(
+    output: str, monkeypatch: Any
+) -> None:
+    served: list[Any] = []
+    monkeypatch.setattr("uvicorn.Server.run", lambda self, sockets: served.append(self))
+    err = io.StringIO()
+    if output == "closed":
+        monkeypatch.setattr(sys, "stdout", None)
+        code = cli.main(["--port", "0", "--opponent", "random"], stderr=err)
+        says = "standard output is closed"
+    else:
+        if not Path("/dev/full").exists():
+            pytest.skip("needs /dev/full")
+        full = open("/dev/full", "w")  # closed below: closing it fails too
+        try:
+            code = cli.main(["--port", "0", "--opponent", "random"], stdout=full, stderr=err)
+        finally:
+            with contextlib.suppress(OSError):
+                full.close()
+        says = "cannot write to standard output (No space left on device)"
+    assert code == 2 and not served
+    assert err.getvalue() == f"python -m buttonup_env.web: error: {says}\n"

@@ -37,7 +37,7 @@ from buttonup_env.game.rules import LAYOUTS, MAX_TARGET
 from buttonup_env.players.bots import BOT_NAMES, GreedyBot, Player, RandomBot, graded_p, make_bot
 from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
-from buttonup_env.players.policy import load_policy
+from buttonup_env.players.policy import PolicyError, load_policy
 from buttonup_env.players.shipped import shipped_policies
 from buttonup_env.ui.cli import run_cli
 from training.common import check_output_files
@@ -121,16 +121,20 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    with tqdm(total=args.matches, unit="match", disable=not args.progress, leave=False) as bar:
-        result = evaluate(
-            model,
-            opponent,
-            args.matches,
-            seed=args.seed,
-            target=args.target,
-            keep_records=args.record is not None,
-            progress=lambda n: bar.update(n - bar.n),
-        )
+    try:
+        with tqdm(total=args.matches, unit="match", disable=not args.progress, leave=False) as bar:
+            result = evaluate(
+                model,
+                opponent,
+                args.matches,
+                seed=args.seed,
+                target=args.target,
+                keep_records=args.record is not None,
+                progress=lambda n: bar.update(n - bar.n),
+            )
+    except PolicyError as error:  # a policy that broke while it played: its file, in a sentence
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(f"{args.model} against {args.opponent}, seed {args.seed}")
     print(result.summary())
     if args.json is not None:

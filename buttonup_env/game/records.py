@@ -10,12 +10,15 @@ not ``true``. A match record's input is ``target`` (15 when absent),
 from __future__ import annotations
 
 import codecs
+import errno
 import json
+import os
+import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .rules import (
     DEFAULT_TARGET,
@@ -45,14 +48,18 @@ NAME_CHARS = 80
 def printable(text: str, limit: int | None = None) -> str:
     """``text`` safe to print on one line: every character that does not print (newlines,
     escape codes, other control and format characters, lone surrogates) written as its Python
-    escape (``\\n``, ``\\x1b``, ``\\u202e``), and cut to ``limit`` characters with ``...``."""
-    if limit is not None and len(text) > limit:
-        text = text[: max(limit - 3, 0)] + "..."
-    if text.isprintable():
-        return text
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
-    )
+    escape (``\\n``, ``\\x1b``, ``\\u202e``), and cut to at most ``limit`` characters, escapes
+    counted, with ``...`` (an escape is never cut in two)."""
+    pieces = [c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text]
+    if limit is None or sum(map(len, pieces)) <= limit:
+        return "".join(pieces)
+    kept, used = [], 0
+    for piece in pieces:
+        if used + len(piece) > max(limit - 3, 0):
+            break
+        kept.append(piece)
+        used += len(piece)
+    return "".join(kept) + "..."
 
 
 def shown(value: object, limit: int = 60) -> str:
@@ -108,6 +115,36 @@ def _parse(raw: bytes, number: int) -> RecordLine | None:
     return RecordLine(number, record)
 
 
+class NotARegularFile(OSError):
+    """A path that names something other than a regular file: a device such as ``/dev/zero``
+    (endless), a pipe (which waits for a writer), a socket."""
+
+
+def open_regular_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for reading in binary, if it is a regular file, whose reading ends.
+
+    Raises :class:`NotARegularFile` for a device, a pipe or a socket and ``IsADirectoryError``
+    for a folder (both ``OSError``, as for a missing file). The file is opened without waiting
+    (a pipe with no writer would block ``open`` itself) and then checked, so the check is of
+    the file that is read.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "it is a folder", os.fspath(path))
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(
+                errno.EINVAL, "not a regular file (a device or a pipe)", os.fspath(path)
+            )
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_records(path: str | Path) -> Iterator[RecordLine]:
     """Yield every non-blank line of a JSON Lines file (UTF-8, a byte-order mark allowed) as
     a :class:`RecordLine`.
@@ -115,9 +152,10 @@ def read_records(path: str | Path) -> Iterator[RecordLine]:
     A line that is not UTF-8, not JSON (nested too deeply, an integer of more digits than
     Python reads, ``NaN``), not an object or longer than :data:`MAX_LINE_BYTES` is a
     :class:`RecordLine` with its ``error``; the lines after it are read as usual. Raises
-    ``OSError`` when the file cannot be read.
+    ``OSError`` when the file cannot be read, and for anything but a regular file (a device
+    such as ``/dev/zero``, a pipe: see :func:`open_regular_file`), whose reading might never end.
     """
-    with open(path, "rb") as handle:
+    with open_regular_file(path) as handle:
         number = 0
         while raw := handle.readline(MAX_LINE_BYTES + 1):
             number += 1

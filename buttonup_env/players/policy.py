@@ -5,6 +5,12 @@ An exported policy is an ONNX file whose graph maps a batch of observations (inp
 with metadata naming the observation encoding (``buttonup_env.game.encoding``). Loading one needs
 only onnxruntime and numpy; an ONNX file cannot run arbitrary code, unlike a pickle.
 
+A file from someone else is checked before onnxruntime runs it
+(:mod:`buttonup_env.players.onnx_graph`): only the operators this package's exporter writes, no
+external data, bounded sizes. Every call is checked too: logits of the shape
+``[batch, actions]``, every one finite, else :class:`PolicyError` naming the file, so that a
+player never lifts an illegal slot because of broken logits.
+
 A Stable-Baselines3 ``.zip`` can be loaded too, but only with ``trusted=True``: loading it
 unpickles Python objects, which can run any code. Never load a ``.zip`` you did not make.
 :func:`read_sb3_zip` tells what such a file holds without loading it, and
@@ -26,7 +32,16 @@ from typing import Any
 import numpy as np
 
 from ..game.encoding import ENCODINGS, RingEncoding, SlotEncoding
+from ..game.records import open_regular_file
 from ..game.rules import LAYOUTS, State
+from .onnx_graph import (
+    MAX_POLICY_BYTES,
+    GraphRefused,
+    NotOnnx,
+    check_sizes,
+    check_structure,
+    read_model,
+)
 from .shipped import shipped_policies, shipped_policy_path
 
 META_ENCODING = "buttonup_env.encoding"
@@ -38,8 +53,14 @@ OUTPUT_NAME = "logits"
 Encoding = SlotEncoding | RingEncoding
 
 
+class PolicyError(ValueError):
+    """A loaded policy failed while it played: its runtime raised, or it gave logits of the
+    wrong shape or not finite. The message is one sentence naming the file."""
+
+
 def _masked_choice(logits: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:
-    """Argmax of the legal logits, or a sample from their softmax when ``rng`` is given."""
+    """Argmax of the legal logits, or a sample from their softmax when ``rng`` is given (the
+    logits are finite: :meth:`_PolicyPlayer.logits` checks them)."""
     masked = np.where(mask, logits.astype(np.float64), -np.inf)
     if rng is None:
         return int(np.argmax(masked))
@@ -47,8 +68,12 @@ def _masked_choice(logits: np.ndarray, mask: np.ndarray, rng: np.random.Generato
     return int(rng.choice(len(z), p=z / z.sum()))
 
 
+def _positions(count: int) -> str:
+    return f"{count} position{'s' if count != 1 else ''}"
+
+
 class _PolicyPlayer:
-    """Shared part of the players below: encode, score, mask, choose."""
+    """Shared part of the players below: encode, score, check, mask, choose."""
 
     encoding: Encoding
     path: Path
@@ -62,9 +87,41 @@ class _PolicyPlayer:
         if not self.deterministic:
             self.rng = rng
 
-    def logits(self, observations: np.ndarray) -> np.ndarray:
-        """Action logits for a batch of observations ``[batch, size]``."""
+    def _logits(self, observations: np.ndarray) -> np.ndarray:
+        """The runtime's logits for ``observations``, unchecked."""
         raise NotImplementedError
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        """Action logits ``[batch, actions]`` for a batch of observations ``[batch, size]``.
+
+        Raises :class:`PolicyError` naming the file when the runtime fails, or gives logits of
+        another shape or any that is not finite (NaN or infinite): then no legal move can be
+        told from an illegal one, so nothing is chosen from them.
+        """
+        count = len(observations)
+        try:
+            logits = self._logits(observations)
+        except Exception as error:  # onnxruntime and torch raise many types
+            reason = " ".join(str(error).split())[:200]
+            raise PolicyError(
+                f"{self.path} failed on {_positions(count)} ({type(error).__name__}: {reason})"
+            ) from None
+        expected = (count, self.encoding.actions)
+        shape = getattr(logits, "shape", None)
+        if not isinstance(logits, np.ndarray) or shape != expected:
+            found = tuple(shape) if shape is not None else type(logits).__name__
+            raise PolicyError(
+                f"{self.path} gave logits of shape {found} for {_positions(count)}; a policy "
+                f"of the {self.encoding.name!r} encoding gives {expected}"
+            )
+        if not np.isfinite(logits).all():
+            rows = int((~np.isfinite(logits)).any(axis=1).sum())
+            raise PolicyError(
+                f"{self.path} gave logits that are not finite (NaN or infinite) for {rows} of "
+                f"{_positions(count)}; a policy gives finite logits, else its legal moves "
+                "cannot be told apart"
+            )
+        return logits
 
     PROBE_STATES = (
         State.new_round(LAYOUTS[0], "R"),
@@ -78,7 +135,7 @@ class _PolicyPlayer:
         game)."""
         observations = np.stack([self.encoding.encode(s, s.to_move) for s in self.PROBE_STATES])
         try:
-            logits = self.logits(observations)
+            logits = self._logits(observations)
         except Exception as error:  # onnxruntime and torch raise many types
             reason = " ".join(str(error).split())[:200]
             raise ValueError(
@@ -111,7 +168,11 @@ class _PolicyPlayer:
 
 
 class OnnxPolicy(_PolicyPlayer):
-    """A policy exported to ONNX, run with onnxruntime (see :func:`load_policy`)."""
+    """A policy exported to ONNX, run with onnxruntime (see :func:`load_policy`).
+
+    The file is read once, checked (:mod:`buttonup_env.players.onnx_graph`) and given to
+    onnxruntime as those same bytes, so the file that runs is the file that was checked.
+    """
 
     def __init__(self, path: str | Path, deterministic: bool = True) -> None:
         super().__init__(deterministic)
@@ -126,26 +187,38 @@ class OnnxPolicy(_PolicyPlayer):
             f"an ONNX policy exported by buttonup-env (input {INPUT_NAME!r} [batch, size], "
             f"output {OUTPUT_NAME!r} [batch, actions], metadata {META_ENCODING!r})"
         )
+        data = _read_policy_file(self.path)
         try:
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            self.session = ort.InferenceSession(
-                str(self.path), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as error:  # onnxruntime raises several unrelated types
+            graph = read_model(data)
+        except NotOnnx as error:
             raise ValueError(
-                f"{self.path} could not be read as ONNX ({type(error).__name__}); expected "
-                f"{expected}"
+                f"{self.path} could not be read as ONNX ({error}); expected {expected}"
             ) from None
-        meta = self.session.get_modelmeta().custom_metadata_map
-        name = meta.get(META_ENCODING)
+        except GraphRefused as error:
+            raise ValueError(f"{self.path} is refused: {error}") from None
+        name = graph.metadata.get(META_ENCODING)
         if name not in ENCODINGS:
             raise ValueError(
                 f"{self.path} has no known observation encoding in its metadata "
                 f"({META_ENCODING}={name!r}, known: {sorted(ENCODINGS)}); expected {expected}"
             )
         self.encoding = ENCODINGS[name]
+        try:
+            check_structure(graph, INPUT_NAME)
+        except GraphRefused as error:
+            raise ValueError(f"{self.path} is refused: {error}") from None
+        try:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            options.add_session_config_entry("session.load_model_format", "ONNX")
+            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        except Exception as error:  # onnxruntime raises several unrelated types
+            reason = " ".join(str(error).split())[:300]
+            raise ValueError(
+                f"{self.path} could not be read as ONNX ({type(error).__name__}: {reason}); "
+                f"expected {expected}"
+            ) from None
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         size, actions = self.encoding.size, self.encoding.actions
         shapes_ok = (
@@ -178,11 +251,33 @@ class OnnxPolicy(_PolicyPlayer):
                     f"{self.path} {what} {arg.name!r} of the fixed shape {arg.shape}; a policy "
                     "takes a batch of any size (its first dimension must be named, as 'batch')"
                 )
-        self.metadata = dict(meta)
+        try:
+            check_sizes(graph, INPUT_NAME, OUTPUT_NAME, size, actions)
+        except GraphRefused as error:
+            raise ValueError(f"{self.path} is refused: {error}") from None
+        self.metadata = dict(graph.metadata)
         self._probe()
 
-    def logits(self, observations: np.ndarray) -> np.ndarray:
+    def _logits(self, observations: np.ndarray) -> np.ndarray:
         return self.session.run([OUTPUT_NAME], {INPUT_NAME: observations.astype(np.float32)})[0]
+
+
+def _read_policy_file(path: Path) -> bytes:
+    """The bytes of the policy file ``path``: a regular file of at most
+    :data:`~buttonup_env.players.onnx_graph.MAX_POLICY_BYTES`; ``ValueError`` naming it
+    otherwise."""
+    try:
+        with open_regular_file(path) as handle:
+            data = handle.read(MAX_POLICY_BYTES + 1)
+    except OSError as error:
+        why = error.strerror or str(error)
+        raise ValueError(f"{path} cannot be read ({why}); expected a policy file (.onnx)") from None
+    if len(data) > MAX_POLICY_BYTES:
+        raise ValueError(
+            f"{path} is larger than {MAX_POLICY_BYTES:,} bytes; a policy file is at most that "
+            "(50 million weights)"
+        )
+    return data
 
 
 class SB3Policy(_PolicyPlayer):
@@ -199,7 +294,7 @@ class SB3Policy(_PolicyPlayer):
         self.encoding = _encoding_of(model, self.path)
         self._probe()
 
-    def logits(self, observations: np.ndarray) -> np.ndarray:
+    def _logits(self, observations: np.ndarray) -> np.ndarray:
         import torch as th
 
         policy = self.model.policy
@@ -412,8 +507,14 @@ def policy_file(path: str | os.PathLike[str]) -> Path:
 
     A string with no folder in it and no ``.onnx`` / ``.zip`` ending is a name: a shipped
     policy's (see :mod:`buttonup_env.players.shipped`), or, if there is no such policy, an existing
-    file of that name. Raises ``ValueError`` listing the shipped names when it is neither.
+    file of that name. Raises ``ValueError`` listing the shipped names when it is neither, and
+    for an empty string (which would name the current folder).
     """
+    if isinstance(path, str) and not path.strip():
+        raise ValueError(
+            f"{path!r} names no policy: give a shipped policy's name "
+            f"({', '.join(shipped_policies()) or 'none'}) or an .onnx file"
+        )
     if isinstance(path, str) and path in shipped_policies():
         return shipped_policy_path(path)
     file = Path(path)
@@ -442,8 +543,10 @@ def load_policy(
     path = policy_file(path)
     if path.is_dir():
         raise ValueError(f"{path} is a directory; expected a policy file (.onnx)")
-    if not path.is_file():
+    if not path.exists():
         raise ValueError(f"policy file {path} does not exist (expected an .onnx file)")
+    if path.suffix == ".zip" and not path.is_file():
+        raise ValueError(f"{path} is not a regular file; expected a policy file")
     if path.suffix == ".zip":
         if not trusted:
             raise ValueError(

@@ -18,7 +18,9 @@ Frames, for each round in order:
 So a round (always 8 moves) makes ``1 + 2 * 8 + 1 = 18`` frames and a match 18 per round.
 
 Writing the pictures needs Pillow (``pip install 'buttonup-env[viz]'``); the frames themselves
-need only numpy.
+need only numpy. A GIF is made in memory, so it holds at most :data:`MAX_GIF_BYTES` of frames
+(about 170 rounds at the default size); a longer record is drawn a round at a time
+(``--round``) or as PNG frames, which are written one by one.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ import numpy as np
 from ..envs import render
 from ..game.records import InvalidRecord, check_record, read_records
 from ..game.rules import DEFAULT_TARGET, MOVES_PER_ROUND, Color, State
-from .cli import whole_number
+from .cli import Checked, StreamError, after_output_failed, report, whole_number
 from .narration import Move
 
 VIZ_HINT = "pip install 'buttonup-env[viz]'"
+
+MAX_GIF_BYTES = 512 << 20
+"""The most frame data (one byte a pixel) a GIF is made of: Pillow holds every frame in memory
+before it writes the file."""
 FRAMES_PER_MOVE = 2
 """A move shows the stack about to be lifted, then the position after the sowing."""
 
@@ -319,10 +325,20 @@ def _indexed(image: np.ndarray, pil: Any) -> Any:
 
 
 def write_gif(frames: Iterable[Frame], path: str | Path) -> None:
-    """Write ``frames`` as an animated GIF that loops forever. Needs Pillow."""
+    """Write ``frames`` as an animated GIF that loops forever. Needs Pillow. ``ValueError``
+    when the frames are more than :data:`MAX_GIF_BYTES`."""
     pil = _pillow()
     pictures, durations = [], []
+    held = 0
     for frame in frames:
+        held += frame.image.shape[0] * frame.image.shape[1]
+        if held > MAX_GIF_BYTES:
+            raise ValueError(
+                f"the animation has more than {len(pictures):,} frames of "
+                f"{frame.image.shape[1]}x{frame.image.shape[0]}, more than a GIF holds "
+                f"({MAX_GIF_BYTES >> 20} MiB of frames); draw one round with --round N, or write "
+                "PNG frames (--out NAME.png)"
+            )
         pictures.append(_indexed(frame.image, pil))
         durations.append(frame.duration)
     if not pictures:
@@ -431,8 +447,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
 
     def fail(message: str, status: int) -> int:
-        print(f"error: {message}", file=sys.stderr)
+        report(sys.stderr, f"error: {message}")
         return status
+
+    try:
+        out = Checked(sys.stdout, "standard output")
+    except StreamError as error:
+        return fail(str(error), 2)
 
     try:
         record = find_record(args.file, args.id)
@@ -476,9 +497,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(error), 2)
     except OSError as error:
         return fail(f"cannot write {args.out}: {getattr(error, 'strerror', None) or error}", 2)
+    except ValueError as error:  # more frames than a GIF holds
+        return fail(f"cannot write {args.out}: {error}", 2)
     seconds = sum(durations) / 1000
     height, width = shape
-    print(f"wrote {written}: {len(durations)} frames of {width}x{height}, {seconds:.1f} s")
+    try:
+        out.write(
+            f"wrote {written}: {len(durations)} frames of {width}x{height}, {seconds:.1f} s\n"
+        )
+        out.flush()
+    except BrokenPipeError:
+        after_output_failed(sys.stdout)
+        return 1
+    except StreamError as error:
+        after_output_failed(sys.stdout)
+        return fail(str(error), 2)
     return 0
 
 

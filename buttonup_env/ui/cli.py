@@ -4,6 +4,12 @@
 and the scripts of ``training/`` use these, so that a bad argument gets the same kind of one
 sentence and exit status 2 everywhere, and a reader that goes away (``... | head``) ends a
 tool quietly.
+
+The standard streams are checked the same way everywhere: a tool whose standard input or
+output is closed (``<&-``, ``>&-``), or whose output cannot be written (``> /dev/full``: no
+space left), says so in one sentence on standard error and exits with status 2
+(:class:`Checked`, :func:`report`), rather than with a traceback or, on a closed output,
+silently.
 """
 
 from __future__ import annotations
@@ -39,8 +45,8 @@ def whole_number(minimum: int, what: str, maximum: int | None = None) -> Callabl
 def parse_arguments(
     parser: argparse.ArgumentParser,
     argv: Sequence[str] | None,
-    stdout: TextIO,
-    stderr: TextIO,
+    stdout: TextIO | Checked,
+    stderr: TextIO | Checked | None,
 ) -> argparse.Namespace | int:
     """``parser``'s arguments, or the exit status when argparse has answered itself (``--help``
     printed to ``stdout``, a usage error to ``stderr``: status 2)."""
@@ -78,3 +84,78 @@ def run_cli(main: Callable[[], Any]) -> NoReturn:
         silence_stdout()
         status = 1
     raise SystemExit(status if isinstance(status, int) else 0)
+
+
+class StreamError(Exception):
+    """A standard stream is closed, or reading or writing it failed; the message is one
+    sentence (``standard output is closed``, ``cannot write to standard output (No space left
+    on device)``)."""
+
+
+class Checked:
+    """A standard stream whose failures are :class:`StreamError` naming it.
+
+    ``name`` is how the sentence names it (``standard output``). A closed stream (``None``,
+    what Python makes of a closed file descriptor 0, 1 or 2) raises at once. A
+    ``BrokenPipeError`` passes through unchanged: the reader went away, which the tools answer
+    quietly (:func:`run_cli`)."""
+
+    def __init__(self, stream: TextIO | None, name: str) -> None:
+        if stream is None:
+            raise StreamError(f"{name} is closed")
+        self.stream = stream
+        self.name = name
+
+    def _failed(self, doing: str, error: Exception) -> StreamError:
+        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        return StreamError(f"cannot {doing} {self.name} ({reason})")
+
+    def write(self, text: str) -> int:
+        """Write ``text``."""
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except (OSError, ValueError) as error:  # ValueError: the stream was closed under us
+            raise self._failed("write to", error) from None
+
+    def flush(self) -> None:
+        """Flush what is written so far."""
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except (OSError, ValueError) as error:
+            raise self._failed("write to", error) from None
+
+    def readline(self) -> str:
+        """The next line, ``""`` at the end of the input."""
+        try:
+            return self.stream.readline()
+        except (OSError, ValueError) as error:  # UnicodeDecodeError is a ValueError
+            raise self._failed("read", error) from None
+
+    def isatty(self) -> bool:
+        """True for a terminal."""
+        try:
+            return bool(self.stream.isatty())
+        except (OSError, ValueError, AttributeError):
+            return False
+
+
+def report(stderr: TextIO | None, line: str) -> None:
+    """Write ``line`` to standard error, if it can be written at all (a tool whose standard
+    error is closed or full still exits with its status)."""
+    if stderr is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        stderr.write(line.rstrip("\n") + "\n")
+        stderr.flush()
+
+
+def after_output_failed(stdout: object) -> None:
+    """After writing to the process's standard output failed, point it at the null device
+    (:func:`silence_stdout`), so that the interpreter's last flush at exit does not fail again
+    and print a traceback of its own."""
+    if stdout is not None and stdout is sys.stdout:
+        silence_stdout()

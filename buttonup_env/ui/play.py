@@ -22,8 +22,9 @@ Randomness: ``--seed`` fixes the layouts, the first round's starter and the oppo
 so one seed and the same input give the same transcript. Without it a seed is drawn and shown.
 
 Exit status: 0 when the match ends, on ``q`` and at the end of the input (EOF); 130 on Ctrl-C;
-2 for a bad argument or a bad ``--opponent`` (one error line); 1 if the opponent makes an
-illegal move.
+2 for a bad argument or a bad ``--opponent``, a policy that fails while it plays, a closed
+standard input or output, or output that cannot be written (``> /dev/full``), each in one error
+line; 1 if the opponent makes an illegal move.
 """
 
 from __future__ import annotations
@@ -42,8 +43,16 @@ from ..envs.render import COLOR_NAMES, paint
 from ..game.match import Match
 from ..game.rules import DEFAULT_TARGET, MAX_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State
 from ..players.bots import BOT_NAMES, PerfectBot, Player
+from ..players.policy import PolicyError
 from ..players.shipped import shipped_policies
-from .cli import parse_arguments, silence_stdout, whole_number
+from .cli import (
+    Checked,
+    StreamError,
+    after_output_failed,
+    parse_arguments,
+    report,
+    whole_number,
+)
 from .narration import (
     describe_move,
     hint_line,
@@ -100,8 +109,8 @@ class Session:
         match: Match,
         opponent: Player,
         human: Color,
-        stdin: TextIO,
-        stdout: TextIO,
+        stdin: TextIO | Checked,
+        stdout: TextIO | Checked,
         *,
         color: bool = False,
         hint: bool = False,
@@ -357,33 +366,44 @@ def main(
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     parser = build_parser()
-    args = parse_arguments(parser, argv, stdout, stderr)
-    if isinstance(args, int):
-        return args
-
     try:
-        session = _session(args, stdin, stdout)
-        return session.run()
+        out = Checked(stdout, "standard output")
+        args = parse_arguments(parser, argv, out, stderr)
+        if isinstance(args, int):
+            out.flush()
+            return args
+        session = _session(args, Checked(stdin, "standard input"), out)
+        status = session.run()
+        out.flush()
+        return status
     except _BadOpponent as error:
-        stderr.write(f"{parser.prog}: error: --opponent: {error}\n")
+        report(stderr, f"{parser.prog}: error: --opponent: {error}")
         return 2
     except KeyboardInterrupt:
-        stdout.write("\nInterrupted: goodbye.\n")
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stdout.write("\nInterrupted: goodbye.\n")
+            stdout.flush()
         return EXIT_INTERRUPTED
     except OpponentError as error:
-        stdout.flush()
-        stderr.write(f"{parser.prog}: error: {error}\n")
-        return 1
-    except BrokenPipeError:  # the reader of our output went away (e.g. piped into head)
-        if stdout is sys.stdout:
-            silence_stdout()
-        return 1
-    finally:
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stdout.flush()
+        report(stderr, f"{parser.prog}: error: {error}")
+        return 1
+    except PolicyError as error:  # the opponent's policy failed while it played
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stdout.flush()
+        report(stderr, f"{parser.prog}: error: {error}")
+        return 2
+    except BrokenPipeError:  # the reader of our output went away (e.g. piped into head)
+        after_output_failed(stdout)
+        return 1
+    except StreamError as error:  # a closed stream, or output that cannot be written
+        report(stderr, f"{parser.prog}: error: {error}")
+        after_output_failed(stdout)
+        return 2
 
 
-def _session(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> Session:
+def _session(args: argparse.Namespace, stdin: Checked, stdout: Checked) -> Session:
     """The session the parsed command line asks for; :class:`_BadOpponent` for a bad opponent."""
     try:
         opponent, opponent_name = load_opponent(args.opponent)

@@ -10,21 +10,27 @@
 ``POST /api/games/{id}/step``              the bot to move plays one move (watch mode)
 ``POST /api/games/{id}/next-round``        the next round, once this one is over
 ``GET  /api/games/{id}/hint``              the exact value of each legal move
-``GET  /api/records``                      the records offered for replay
+``GET  /api/records?start=0&count=100``    a page of the records offered for replay
 ``GET  /api/records/{index}``              one record played out, event by event
 ``GET  /api/openapi.json``                 all of the above as an OpenAPI schema
 =========================================  =============================================
 
 Every error is ``{"detail": "<one sentence>"}``: 400 for an illegal move (the slot and the legal
 ones), 404 for an unknown game or record, 409 for a request that does not fit the game's moment
-(not a person's turn, round over, ...), 422 for a malformed request, 500 when a bot or policy
-fails to choose a move (the game keeps the moves made before). A refused request leaves the
-game unchanged. In front of all of it, :class:`~buttonup_env.ui.web.guard.RequestGuard` answers
-400 or 421 for a ``Host`` the server does not serve (DNS rebinding), 413 for a body over 4 KiB
-and 408 for a body that does not arrive.
+(not a person's turn, round over, the game still answering an earlier request, ...), 422 for a
+malformed request, 500 when a bot or policy fails to choose a move (it raised, chose an illegal
+slot or took longer than 10 s; the game keeps the moves made before), 503 when the server is
+busy or keeps as many games as it may. A refused request leaves the game unchanged. In front of
+all of it, :class:`~buttonup_env.ui.web.guard.RequestGuard` answers 400 or 421 for a ``Host``
+the server does not serve (DNS rebinding), 413 for a body over 4 KiB and 408 for a body that
+does not arrive, and cuts any answer over 8 MiB.
 
-The handlers are coroutines that never wait on anything: each runs to its end on the event
-loop, so the games, the bots and the solver's shared table need no locks.
+The handlers run on the event loop and change the games there, one request at a time per game;
+what takes time (a bot's or a policy's move, a hint, a replay) is computed in a worker thread
+with a time limit (:mod:`buttonup_env.ui.web.workers`), so that one slow player never holds up
+another client's request, nor the server's Ctrl-C and SIGTERM. Each client (an IP address)
+keeps at most 50 games: its own oldest make room for its new ones, never another client's
+(:class:`~buttonup_env.ui.web.games.GameStore`).
 
 Nothing a request says can make the server open a file: the page's files are the package's own,
 records were read at start-up, and players are chosen by key among those offered.
@@ -32,12 +38,13 @@ records were read at start-up, and players are chosen by key among those offered
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -45,20 +52,26 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .games import (
     MAX_GAMES,
+    MAX_GAMES_PER_CLIENT,
+    MAX_RECORDS_PAGE,
     Game,
     GameStore,
     IllegalMove,
     NotNow,
     OfferedPlayer,
     PlayerFailed,
+    ReplayCache,
+    ServerBusy,
     StoredRecord,
+    StoreFull,
     UnknownGame,
+    client_of,
     hint,
     offer,
-    record_summaries,
-    replay,
+    record_page,
+    replay_json,
 )
-from .guard import MAX_BODY_BYTES, AllowedHosts, RequestGuard
+from .guard import MAX_BODY_BYTES, MAX_RESPONSE_BYTES, AllowedHosts, RequestGuard
 from .schemas import (
     HUMAN,
     MAX_TARGET,
@@ -70,9 +83,10 @@ from .schemas import (
     Options,
     PlayerOption,
     Problem,
-    RecordSummary,
+    RecordPage,
     Replay,
 )
+from .workers import Busy, Stopping, TooSlow, Workers
 
 STATIC = Path(__file__).parent / "static"
 """The page's files, shipped inside the package."""
@@ -90,9 +104,17 @@ SECURITY_HEADERS = {
 ERRORS = {
     400: {"model": Problem, "description": "an illegal move: the slot and the legal ones"},
     404: {"model": Problem, "description": "no such game (never made, or dropped)"},
-    409: {"model": Problem, "description": "not now: not a person's turn, or the round is over"},
+    409: {
+        "model": Problem,
+        "description": "not now: not a person's turn, the round is over, or the game is still "
+        "answering an earlier request",
+    },
     422: {"model": Problem, "description": "a malformed request"},
-    500: {"model": Problem, "description": "a bot or policy failed to choose a move"},
+    500: {
+        "model": Problem,
+        "description": "a bot or policy failed to choose a move (or took longer than 10 s)",
+    },
+    503: {"model": Problem, "description": "the server is busy, or keeps as many games as it may"},
 }
 
 
@@ -121,7 +143,9 @@ def _validation_sentence(error: RequestValidationError) -> str:
     loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "path", "query")]
     field = f'the field "{".".join(loc)}"' if loc else "the request body"
     kind = first.get("type", "")
-    if kind == "json_invalid":
+    if not loc and isinstance(first.get("input"), bytes):  # a body sent as another type
+        text = "the request body is not sent as JSON: send it with Content-Type: application/json"
+    elif kind == "json_invalid":
         text = "the request body is not valid JSON"
     elif kind == "missing" and not loc:
         text = "the request has no JSON body"
@@ -142,24 +166,32 @@ def create_app(
     records: list[StoredRecord] | None = None,
     *,
     max_games: int = MAX_GAMES,
+    max_games_per_client: int = MAX_GAMES_PER_CLIENT,
     notes: list[str] | None = None,
     hosts: AllowedHosts | None = None,
     max_body: int = MAX_BODY_BYTES,
+    max_response: int = MAX_RESPONSE_BYTES,
+    workers: Workers | None = None,
 ) -> FastAPI:
     """The web app offering ``players`` (default: the three bots; the first is the default
-    opponent) and ``records`` to replay, keeping at most ``max_games`` games.
+    opponent) and ``records`` to replay, keeping at most ``max_games`` games, at most
+    ``max_games_per_client`` of them for one client.
 
     ``notes`` are shown on the page (e.g. that the shipped agent could not be found).
     ``hosts`` are the ``Host`` names it answers (default: ``localhost`` and the loopback
     addresses only; ``buttonup-web`` passes those of its ``--host``), ``max_body`` the largest
-    request body it reads (see :mod:`buttonup_env.ui.web.guard`).
+    request body it reads and ``max_response`` the largest answer it sends (see
+    :mod:`buttonup_env.ui.web.guard`). ``workers`` compute the bots' moves, the hints and the
+    replays (default: :class:`~buttonup_env.ui.web.workers.Workers` with a 10 s limit).
     """
     offered = list(players) if players is not None else offer([])
     if not offered:
         raise ValueError("offer at least one player (a bot or a policy)")
     by_key = {p.key: p for p in offered}
     stored = list(records or [])
-    store = GameStore(max_games)
+    store = GameStore(max_games, max_games_per_client)
+    workers = workers if workers is not None else Workers()
+    replays = ReplayCache()
     notes = list(notes or [])
 
     app = FastAPI(
@@ -171,6 +203,7 @@ def create_app(
         openapi_url="/api/openapi.json",
     )
     app.state.store = store
+    app.state.workers = workers
 
     # --- errors ----------------------------------------------------------------------------
     @app.exception_handler(UnknownGame)
@@ -192,6 +225,26 @@ def create_app(
     @app.exception_handler(PlayerFailed)
     async def player_failed(request: Request, error: PlayerFailed) -> JSONResponse:
         return _problem(500, str(error))
+
+    @app.exception_handler(ServerBusy)
+    async def server_busy(request: Request, error: ServerBusy) -> JSONResponse:
+        return _problem(503, str(error))
+
+    @app.exception_handler(Busy)
+    async def workers_busy(request: Request, error: Busy) -> JSONResponse:
+        return _problem(503, str(error))
+
+    @app.exception_handler(Stopping)
+    async def stopping(request: Request, error: Stopping) -> JSONResponse:
+        return _problem(503, str(error))
+
+    @app.exception_handler(TooSlow)
+    async def too_slow(request: Request, error: TooSlow) -> JSONResponse:
+        return _problem(503, f"{error}; try again later")
+
+    @app.exception_handler(StoreFull)
+    async def store_full(request: Request, error: StoreFull) -> JSONResponse:
+        return _problem(503, str(error))
 
     @app.exception_handler(Exception)
     async def server_error(request: Request, error: Exception) -> JSONResponse:
@@ -231,11 +284,15 @@ def create_app(
         return response
 
     app.add_middleware(  # outermost: before anything reads the request
-        RequestGuard, hosts=hosts, max_body=max_body, headers=SECURITY_HEADERS
+        RequestGuard,
+        hosts=hosts,
+        max_body=max_body,
+        max_response=max_response,
+        headers=SECURITY_HEADERS,
     )
 
     # --- the page --------------------------------------------------------------------------
-    @app.get("/", include_in_schema=False)
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
@@ -282,13 +339,15 @@ def create_app(
         )
 
     @app.post("/api/games", response_model=GameView, status_code=201, responses=ERRORS)
-    async def new_game(request: NewGame) -> GameView:
+    async def new_game(body: NewGame, request: Request) -> GameView:
         """Start a match; when a bot starts and a person plays, its moves come with it."""
-        red, black = player("red", request.red), player("black", request.black)
-        seed = request.seed if request.seed is not None else secrets.randbelow(10**6)
-        game = Game(store.new_id(), red, black, target=request.target, seed=seed)
-        events = game.start()
-        store.add(game)
+        red, black = player("red", body.red), player("black", body.black)
+        client = client_of(request.client.host if request.client else None)
+        store.make_room(client)  # a refusal before anything is computed
+        seed = body.seed if body.seed is not None else secrets.randbelow(10**6)
+        game = Game(store.new_id(), red, black, target=body.target, seed=seed, workers=workers)
+        events = await game.start()
+        store.add(game, client)
         return view(game, events)
 
     @app.get("/api/games/{game_id}", response_model=GameView, responses=ERRORS)
@@ -300,32 +359,36 @@ def create_app(
     async def move(game_id: str, request: MoveRequest) -> GameView:
         """A person lifts a slot; the bots answer up to the person's turn or the round's end."""
         game = store.get(game_id)
-        return view(game, game.move(request.slot))
+        return view(game, await game.move(request.slot))
 
     @app.post("/api/games/{game_id}/step", response_model=GameView, responses=ERRORS)
     async def step(game_id: str) -> GameView:
         """The bot to move plays one move."""
         game = store.get(game_id)
-        return view(game, game.step())
+        return view(game, await game.step())
 
     @app.post("/api/games/{game_id}/next-round", response_model=GameView, responses=ERRORS)
     async def next_round(game_id: str) -> GameView:
         """The next round of the match, once the current one is over."""
         game = store.get(game_id)
-        return view(game, game.next_round())
+        return view(game, await game.next_round())
 
     @app.get("/api/games/{game_id}/hint", response_model=Hint, responses=ERRORS)
     async def get_hint(game_id: str) -> Hint:
         """The exact value of each legal move for the player to move (as buttonup-play --hint)."""
-        return hint(store.get(game_id).state)
+        state = store.get(game_id).state
+        return await workers.run(functools.partial(hint, state), "the solver valuing the moves")
 
-    @app.get("/api/records", response_model=list[RecordSummary])
-    async def list_records() -> list[RecordSummary]:
-        """The records given with --records, by index."""
-        return record_summaries(stored)
+    @app.get("/api/records", response_model=RecordPage, responses=ERRORS)
+    async def list_records(
+        start: int = Query(0, ge=0, le=2**31, description="the index of the first record"),
+        count: int = Query(100, ge=1, le=MAX_RECORDS_PAGE, description="how many to list"),
+    ) -> RecordPage:
+        """A page of the records given with --records, by index."""
+        return record_page(stored, start, count)
 
     @app.get("/api/records/{index}", response_model=Replay, responses=ERRORS)
-    async def get_record(index: int) -> Replay:
+    async def get_record(index: int) -> Response:
         """One record played out as events, to step through."""
         if not stored:
             raise UnknownRecord("no records are offered: start the server with --records FILE")
@@ -333,7 +396,12 @@ def create_app(
             raise UnknownRecord(
                 f"there is no record {index}; the records are 0 to {len(stored) - 1}"
             )
-        return replay(index, stored[index])
+        body = replays.get(index)
+        if body is None:
+            compute = functools.partial(replay_json, index, stored[index])
+            body = await workers.run(compute, f"the replay of record {index}")
+            replays.put(index, body)
+        return Response(body, media_type="application/json")
 
     return app
 

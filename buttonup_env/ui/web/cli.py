@@ -1,11 +1,21 @@
 """``buttonup-web`` (``python -m buttonup_env.web``): serve the web app on this machine.
 
-Prints the address to open, then serves until Ctrl-C. Every request meets
+Prints the address to open, then serves until Ctrl-C or SIGTERM. Every request meets
 :class:`~buttonup_env.ui.web.guard.RequestGuard` first: only the host names it is served under
 (``localhost``, loopback addresses, ``--host`` and ``--allowed-host``; 421 for others, against
-DNS rebinding), bodies of at most 4 KiB (413), headers within 10 seconds. Exit status: 0 once
-stopped; 2 for a bad argument, opponent or records file, or an address it cannot listen on (one
-error line); 1 when the ``web`` extra is not installed.
+DNS rebinding), bodies of at most 4 KiB (413), headers within 10 seconds. Bots and policies
+think beside the event loop with a time limit of 10 s a move, so the server answers other
+clients and its signals meanwhile; once stopped it waits at most :data:`SHUTDOWN_SECONDS` for
+the requests under way. Exit status: 0 once stopped; 2 for a bad argument, opponent or records
+file, an address it cannot listen on, or a standard output that is closed or cannot be written
+(one error line); 1 when the ``web`` extra is not installed.
+
+On ``--host 0.0.0.0`` (or any address other machines reach) anyone who reaches the port can
+play: there is no login. Each client, an IP address (an IPv6 client's /64), keeps at most 50
+games; its own least recently used game makes room for its next, never another client's. The
+server keeps 1,000 games in all: when that many are in use (none left for an hour), a new
+client's game is refused with 503 until one is. Clients behind one proxy or NAT share one
+address, and so one share.
 """
 
 from __future__ import annotations
@@ -15,15 +25,18 @@ import contextlib
 import errno
 import ipaddress
 import os
+import signal
 import socket
 import stat
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ...players.shipped import SHIPPED_DIR
-from ..cli import parse_arguments, whole_number
+from ..cli import Checked, StreamError, after_output_failed, parse_arguments, report, whole_number
 
 if TYPE_CHECKING:  # the web extra's packages are imported only once the arguments are read
     from .games import OfferedPlayer, StoredRecord
@@ -64,9 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m buttonup_env.web",
         description="Play, watch and replay Button Up! in the browser: serves a local web app "
         "and prints its address.",
-        epilog="Exit status: 0 once stopped with Ctrl-C; 2 for a bad argument, opponent or "
-        "records file, or an address it cannot listen on; 1 without the web extra "
-        "(pip install 'buttonup-env[web]').",
+        epilog="Exit status: 0 once stopped with Ctrl-C or SIGTERM; 2 for a bad argument, "
+        "opponent or records file, an address it cannot listen on, or an output that is closed "
+        "or cannot be written; 1 without the web extra (pip install 'buttonup-env[web]'). "
+        "On an address other machines reach, each client (IP address) keeps at most 50 games "
+        "and pushes out only its own.",
     )
     parser.add_argument(
         "--host",
@@ -231,38 +246,99 @@ def url(sock: socket.socket, host: str) -> str:
     return f"http://{shown}:{port}/"
 
 
+SHUTDOWN_SECONDS = 3.0
+"""Once told to stop, how long the server waits for the requests under way before it cancels
+them (a bot's move may otherwise keep one waiting up to its 10 s)."""
+
+
 def make_server(app: Any, header_timeout: float | None = None) -> Any:
-    """The uvicorn server ``buttonup-web`` runs ``app`` with: quiet, and closing connections
-    whose request headers take longer than ``header_timeout`` seconds to arrive (default
-    :data:`~buttonup_env.ui.web.guard.HEADER_TIMEOUT`)."""
+    """The uvicorn server ``buttonup-web`` runs ``app`` with: quiet, closing connections whose
+    request headers take longer than ``header_timeout`` seconds to arrive (default
+    :data:`~buttonup_env.ui.web.guard.HEADER_TIMEOUT`), and stopping within
+    :data:`SHUTDOWN_SECONDS` of Ctrl-C or SIGTERM: the requests waiting for a bot's move are
+    answered at once (503, the server is stopping)."""
     import uvicorn
 
     from .guard import HEADER_TIMEOUT, header_timeout_protocol
 
     protocol = header_timeout_protocol(HEADER_TIMEOUT if header_timeout is None else header_timeout)
-    config = uvicorn.Config(app, http=protocol, log_level="warning", access_log=False)
-    return uvicorn.Server(config)
+    config = uvicorn.Config(
+        app,
+        http=protocol,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+    )
+    workers = getattr(getattr(app, "state", None), "workers", None)
+
+    class Server(uvicorn.Server):  # type: ignore[misc]
+        """uvicorn's server, answering the requests that wait for a bot as it stops."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if workers is not None:
+                workers.stop()
+            await super().shutdown(sockets=sockets)
+
+    return Server(config)
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived (uvicorn stops first, then raises the signal again: this is its end)."""
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+def serve(server: Any, sock: socket.socket) -> None:
+    """Run ``server`` on ``sock`` until Ctrl-C or SIGTERM; both end it the same way."""
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
+    try:
+        with contextlib.suppress(KeyboardInterrupt, _Terminated):  # uvicorn stops, then re-raises
+            server.run(sockets=[sock])
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def main(
     argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
 ) -> int:
-    """Serve the web app until Ctrl-C; return the exit status."""
+    """Serve the web app until Ctrl-C or SIGTERM; return the exit status."""
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     parser = build_parser()
-    args = parse_arguments(parser, argv, stdout, stderr)
-    if isinstance(args, int):
-        return args
+    try:
+        out = Checked(stdout, "standard output")
+        args = parse_arguments(parser, argv, out, stderr)
+        if isinstance(args, int):
+            out.flush()
+            return args
+        return _serve_arguments(parser, args, out, stderr)
+    except StreamError as error:
+        report(stderr, f"{parser.prog}: error: {error}")
+        after_output_failed(stdout)
+        return 2
+    except BrokenPipeError:  # the reader of the address went away
+        after_output_failed(stdout)
+        return 1
+
+
+def _serve_arguments(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, out: Checked, stderr: TextIO | None
+) -> int:
+    """Serve what the parsed command line asks for; return the exit status."""
     try:
         import uvicorn  # noqa: F401 - make_server's, looked for before anything starts
 
         from .app import create_app
         from .guard import AllowedHosts
     except ImportError as error:
-        stderr.write(
+        report(
+            stderr,
             f"{parser.prog}: error: the web app needs FastAPI and uvicorn ({error.name} is "
-            "missing): pip install 'buttonup-env[web]'\n"
+            "missing): pip install 'buttonup-env[web]'",
         )
         return 1
     try:
@@ -270,23 +346,23 @@ def main(
         records, record_notes = _records(args.records)
         sock = listen(args.host, args.port)
     except StartError as error:
-        stderr.write(f"{parser.prog}: error: {error}\n")
+        report(stderr, f"{parser.prog}: error: {error}")
         return 2
-    for note in [*notes, *record_notes]:
-        stdout.write(f"note: {note}\n")
-    if not is_loopback(sock):
-        stderr.write(
-            f"warning: listening on {args.host}, which other machines may reach: anyone who "
-            "can reach it can start and play games (there is no login); --host 127.0.0.1 keeps "
-            "it to this machine\n"
-        )
-    hosts = AllowedHosts.serving(args.host, args.allowed_host or ())
-    app = create_app(players, records, notes=notes, hosts=hosts)
-    stdout.write(f"Button Up! is served at {url(sock, args.host)} (Ctrl-C stops it)\n")
-    stdout.flush()
-    server = make_server(app)
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops, then re-raises the signal
-        server.run(sockets=[sock])
-    sock.close()
-    stdout.write("Stopped.\n")
+    with sock:
+        for note in [*notes, *record_notes]:
+            out.write(f"note: {note}\n")
+        if not is_loopback(sock):
+            report(
+                stderr,
+                f"warning: listening on {args.host}, which other machines may reach: anyone who "
+                "can reach it can start and play games (there is no login; each address keeps "
+                "at most 50 games); --host 127.0.0.1 keeps it to this machine",
+            )
+        hosts = AllowedHosts.serving(args.host, args.allowed_host or ())
+        app = create_app(players, records, notes=notes, hosts=hosts)
+        out.write(f"Button Up! is served at {url(sock, args.host)} (Ctrl-C stops it)\n")
+        out.flush()
+        serve(make_server(app), sock)
+    out.write("Stopped.\n")
+    out.flush()
     return 0

@@ -4,18 +4,30 @@ A :class:`Game` is a :class:`~buttonup_env.game.match.Match` with a player for e
 (moves come from the page) or a bot or policy (moves come from its ``act``). When a person
 plays, the bots answer by themselves; when only bots play (watch mode) each of their moves waits
 for :meth:`Game.step`, so the page sets the pace. Everything a game says comes from
-:mod:`buttonup_env.ui.narration`, so it reads as the terminal game does.
+:mod:`buttonup_env.ui.narration`, so it reads as the terminal game does. A bot's move is
+computed by :class:`~buttonup_env.ui.web.workers.Workers`, beside the event loop and with a
+time limit; the game itself changes only on the event loop, one request at a time.
 
 :class:`GameStore` keeps the games in memory under unguessable ids, at most ``max_games`` of
-them: a new game pushes out the one left unused the longest.
+them and at most ``max_per_client`` for each client (an IP address; an IPv6 client's /64). A
+client beyond its share pushes out its own game left unused the longest, never another
+client's; when the store is full, games unused for :data:`GAME_IDLE_SECONDS` make room, and
+otherwise a new game is refused (:class:`StoreFull`).
+
+Records are read once, at start-up: at most :data:`MAX_RECORDS` of them, each of at most
+:data:`MAX_REPLAY_ROUNDS` rounds, so a replay is at most about ten thousand events.
+:class:`ReplayCache` keeps the JSON of the replays asked for, so each is computed once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import ipaddress
 import secrets
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -48,13 +60,37 @@ from .schemas import (
     Players,
     PlayerView,
     Points,
+    RecordPage,
     RecordSummary,
     Replay,
     StateView,
 )
+from .workers import Busy, Stopping, TooSlow, Workers
 
 MAX_GAMES = 1000
 """How many games the server keeps by default."""
+
+MAX_GAMES_PER_CLIENT = 50
+"""How many of them one client (an IP address) may keep by default."""
+
+GAME_IDLE_SECONDS = 3600.0
+"""A game unused this long may be dropped to make room for another client's."""
+
+MAX_RECORDS = 10_000
+"""How many records the server offers (the first of its ``--records`` files)."""
+
+MAX_REPLAY_ROUNDS = 1000
+"""The most rounds a record offered for replay may have (a match to the largest target, 1,000
+points, takes a few hundred; tied rounds score nothing, so a match can take any number)."""
+
+EVENTS_PER_ROUND = 2 + 8
+"""A round's events in a replay: its start, eight moves, its end (and the match's end once)."""
+
+MAX_RECORDS_PAGE = 500
+"""The most records one page of ``GET /api/records`` lists."""
+
+MAX_REPLAY_CACHE_BYTES = 64 << 20
+"""How much JSON of replays :class:`ReplayCache` keeps."""
 
 
 class IllegalMove(ValueError):
@@ -70,7 +106,16 @@ class UnknownGame(LookupError):
 
 
 class PlayerFailed(RuntimeError):
-    """A bot or policy failed to choose a move (it raised, or chose an illegal slot)."""
+    """A bot or policy failed to choose a move (it raised, chose an illegal slot, or took
+    longer than the time limit)."""
+
+
+class ServerBusy(RuntimeError):
+    """Every worker thread is taken, or the server is stopping: no move can be computed now."""
+
+
+class StoreFull(RuntimeError):
+    """The server keeps as many games as it may, none of them this client's or idle."""
 
 
 # --- players ---------------------------------------------------------------------------------
@@ -240,6 +285,7 @@ class Game:
 
     ``seed`` draws the layouts and the first starter as ``buttonup-play --seed`` does, and seeds
     the bots' tie-breaks (the first bot gets the generator the terminal game gives its opponent).
+    The bots' moves are computed by ``workers`` (by default a pool of this game's own).
     """
 
     def __init__(
@@ -249,9 +295,11 @@ class Game:
         black: OfferedPlayer | None,
         target: int = DEFAULT_TARGET,
         seed: int = 0,
+        workers: Workers | None = None,
     ) -> None:
         self.id = game_id
         self.seed = seed
+        self.workers = workers if workers is not None else Workers()
         self.match = Match(np.random.default_rng(seed), target=target, first=None)
         self.offered: dict[Color, OfferedPlayer | None] = {"R": red, "B": black}
         self.players: dict[Color, Player | None] = {}
@@ -273,6 +321,7 @@ class Game:
         """True when a person plays: the bots then answer by themselves."""
         self.round = 1
         self._previous: State | None = None
+        self._answering = False
 
     @property
     def state(self) -> State:
@@ -296,51 +345,68 @@ class Game:
         return state_view(self.state, self.round)
 
     # --- what a request can do ---------------------------------------------------------------
-    def start(self) -> list[Event]:
+    async def start(self) -> list[Event]:
         """The first round's start, and the bots' moves up to a person's turn."""
-        return start_events(self.state, self.round, self.human, None) + self._answer()
+        with self._one_request():
+            return start_events(self.state, self.round, self.human, None) + await self._answer()
 
-    def move(self, slot: int) -> list[Event]:
+    async def move(self, slot: int) -> list[Event]:
         """A person lifts ``slot``; then the bots answer up to a person's turn or the round end.
 
         Raises :class:`NotNow` when it is not a person's turn and :class:`IllegalMove` when the
         rules forbid the slot; the game is then unchanged.
         """
-        state = self._playable()
-        if self.players[state.to_move] is not None:
-            who = self.offered[state.to_move]
-            assert who is not None
-            raise NotNow(f"it is {COLOR_NAMES[state.to_move]}'s turn, played by {who.label}")
-        if slot not in state.legal_moves():
-            message = str(_rules_error(state, slot))
-            raise IllegalMove(message[:1].upper() + message[1:] + ".")
-        return self._play(slot) + self._answer()
+        with self._one_request():
+            state = self._playable()
+            if self.players[state.to_move] is not None:
+                who = self.offered[state.to_move]
+                assert who is not None
+                raise NotNow(f"it is {COLOR_NAMES[state.to_move]}'s turn, played by {who.label}")
+            if slot not in state.legal_moves():
+                message = str(_rules_error(state, slot))
+                raise IllegalMove(message[:1].upper() + message[1:] + ".")
+            return self._play(slot) + await self._answer()
 
-    def step(self) -> list[Event]:
+    async def step(self) -> list[Event]:
         """The bot to move plays one move (watch mode). :class:`NotNow` on a person's turn."""
-        state = self._playable()
-        if self.players[state.to_move] is None:
-            raise NotNow(
-                f"it is {COLOR_NAMES[state.to_move]}'s turn, played by a person: send a move"
-            )
-        return self._bot_move()
+        with self._one_request():
+            state = self._playable()
+            if self.players[state.to_move] is None:
+                raise NotNow(
+                    f"it is {COLOR_NAMES[state.to_move]}'s turn, played by a person: send a move"
+                )
+            return await self._bot_move()
 
-    def next_round(self) -> list[Event]:
+    async def next_round(self) -> list[Event]:
         """Set up the next round once this one is over, and the bots' moves if a person plays."""
-        state = self.state
-        if state.match_over:
-            raise NotNow(f"{match_summary(state)} There is no next round; start a new game")
-        if not state.round_over:
-            raise NotNow(
-                f"round {self.round} is not over ({state.moves_played} of 8 moves played); "
-                "finish it first"
-            )
-        self._previous = state
-        self.match.next_round()
-        self.round += 1
-        return start_events(self.state, self.round, self.human, self._previous) + self._answer()
+        with self._one_request():
+            state = self.state
+            if state.match_over:
+                raise NotNow(f"{match_summary(state)} There is no next round; start a new game")
+            if not state.round_over:
+                raise NotNow(
+                    f"round {self.round} is not over ({state.moves_played} of 8 moves played); "
+                    "finish it first"
+                )
+            self._previous = state
+            self.match.next_round()
+            self.round += 1
+            events = start_events(self.state, self.round, self.human, self._previous)
+            return events + await self._answer()
 
     # --- inside ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _one_request(self) -> Iterator[None]:
+        """Hold the game for one request: a second one while a bot of the first still thinks
+        is refused, so the game changes in one request's order."""
+        if self._answering:
+            raise NotNow("this game is still answering an earlier request; wait for its answer")
+        self._answering = True
+        try:
+            yield
+        finally:
+            self._answering = False
+
     def _playable(self) -> State:
         state = self.state
         if state.match_over:
@@ -357,14 +423,23 @@ class Game:
             events += end_events(after, self.round, self.human)
         return events
 
-    def _bot_move(self) -> list[Event]:
+    async def _bot_move(self) -> list[Event]:
         state = self.state
         player = self.players[state.to_move]
         assert player is not None
         who = self.offered[state.to_move]
         label = who.label if who else "the bot"
         try:
-            slot = player.act(state)
+            slot = await self.workers.run(
+                functools.partial(player.act, state), f"{label} choosing a move"
+            )
+        except (Busy, Stopping) as error:
+            raise ServerBusy(str(error)) from None
+        except TooSlow:
+            raise PlayerFailed(
+                f"{label} did not choose a move on {state.notation!r} within "
+                f"{self.workers.seconds:g} s"
+            ) from None
         except Exception as error:  # a policy's runtime can raise anything
             reason = " ".join(str(error).split())[:160]
             raise PlayerFailed(
@@ -377,13 +452,13 @@ class Game:
             )
         return self._play(int(slot))
 
-    def _answer(self) -> list[Event]:
+    async def _answer(self) -> list[Event]:
         """The bots' moves, when a person plays, until a person is to move or the round ends."""
         events: list[Event] = []
         while self.auto and not self.state.round_over:
             if self.players[self.state.to_move] is None:
                 break
-            events += self._bot_move()
+            events += await self._bot_move()
         return events
 
 
@@ -396,36 +471,107 @@ def _rules_error(state: State, slot: int) -> ValueError:
     raise AssertionError(f"slot {slot} is legal on {state.notation!r}")  # pragma: no cover
 
 
-class GameStore:
-    """Games by id, at most ``max_games``: adding one beyond drops the least recently used."""
+def client_of(host: str | None) -> str:
+    """The client a request's address belongs to: the address itself, or for IPv6 its /64
+    network (one machine usually has a whole /64 to pick addresses from)."""
+    if not host:
+        return "unknown"
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
-    def __init__(self, max_games: int = MAX_GAMES) -> None:
-        if max_games < 1:
-            raise ValueError(f"max_games={max_games!r}: keep at least one game")
+
+class GameStore:
+    """Games by id: at most ``max_games`` in all, ``max_per_client`` for each client.
+
+    A client's new game beyond its share, or in a full store, pushes out that client's own
+    game left unused the longest. A client with no game there yet gets room from games left
+    unused for ``idle_seconds`` (anyone's), or :class:`StoreFull`. So no client's requests can
+    push out another client's game that is in use. ``clock`` tells the time (for the tests).
+    """
+
+    def __init__(
+        self,
+        max_games: int = MAX_GAMES,
+        max_per_client: int = MAX_GAMES_PER_CLIENT,
+        idle_seconds: float = GAME_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_games < 1 or max_per_client < 1:
+            raise ValueError(
+                f"max_games={max_games!r}, max_per_client={max_per_client!r}: keep at least one"
+            )
         self.max_games = max_games
-        self._games: OrderedDict[str, Game] = OrderedDict()
+        self.max_per_client = max_per_client
+        self.idle_seconds = idle_seconds
+        self.clock = clock
+        # game id -> (game, client, last use), least recently used first
+        self._games: OrderedDict[str, tuple[Game, str, float]] = OrderedDict()
+        self._counts: dict[str, int] = {}
 
     @staticmethod
     def new_id() -> str:
         """An unguessable id (128 random bits)."""
         return secrets.token_urlsafe(16)
 
-    def add(self, game: Game) -> None:
-        """Keep ``game``, dropping the least recently used games beyond the cap."""
-        self._games[game.id] = game
-        while len(self._games) > self.max_games:
-            self._games.popitem(last=False)
+    def _drop(self, game_id: str) -> None:
+        _, client, _ = self._games.pop(game_id)
+        self._counts[client] -= 1
+        if not self._counts[client]:
+            del self._counts[client]
+
+    def _oldest_of(self, client: str) -> str | None:
+        return next((i for i, (_, c, _) in self._games.items() if c == client), None)
+
+    def make_room(self, client: str = "") -> None:
+        """Make room for a new game of ``client`` (see the class docstring); :class:`StoreFull`
+        when there is none. Called before a game is made, so a refusal costs nothing."""
+        now = self.clock()
+        while self._games:  # games unused for long go first, whoever's they are
+            oldest = next(iter(self._games))
+            if now - self._games[oldest][2] < self.idle_seconds:
+                break
+            self._drop(oldest)
+        own = self._counts.get(client, 0)
+        if own >= self.max_per_client or (own and len(self._games) >= self.max_games):
+            mine = self._oldest_of(client)
+            assert mine is not None
+            self._drop(mine)
+        elif len(self._games) >= self.max_games:
+            minutes = self.idle_seconds / 60
+            raise StoreFull(
+                f"the server keeps {len(self._games):,} games, as many as it may, and none has "
+                f"been left unused for {minutes:g} minutes; try again later"
+            )
+
+    def add(self, game: Game, client: str = "") -> None:
+        """Keep ``game`` as ``client``'s, making room first (:meth:`make_room`)."""
+        self.make_room(client)
+        self._games[game.id] = (game, client, self.clock())
+        self._counts[client] = self._counts.get(client, 0) + 1
 
     def get(self, game_id: str) -> Game:
         """The game with this id; :class:`UnknownGame` when there is none."""
-        game = self._games.get(game_id)
-        if game is None:
+        entry = self._games.get(game_id)
+        if entry is None:
             raise UnknownGame(
                 "No game has this id: it never existed or was dropped to make room for newer "
                 "games; start a new game."
             )
+        game, client, _ = entry
+        self._games[game_id] = (game, client, self.clock())
         self._games.move_to_end(game_id)
         return game
+
+    def games_of(self, client: str) -> int:
+        """How many games ``client`` has here."""
+        return self._counts.get(client, 0)
 
     def __len__(self) -> int:
         return len(self._games)
@@ -444,10 +590,22 @@ class StoredRecord:
     summary: str
     record: dict[str, Any]
 
+    @property
+    def rounds(self) -> int:
+        """How many rounds it has."""
+        return len(self.record["rounds"]) if "rounds" in self.record else 1
+
 
 def _stored(name: str, record: dict[str, Any]) -> StoredRecord:
-    """``record`` checked (:class:`~buttonup_env.game.records.InvalidRecord` if it is not valid)."""
+    """``record`` checked (:class:`~buttonup_env.game.records.InvalidRecord` if it is not valid,
+    or if it has more than :data:`MAX_REPLAY_ROUNDS` rounds)."""
     if "rounds" in record:
+        rounds = record["rounds"]
+        if isinstance(rounds, list) and len(rounds) > MAX_REPLAY_ROUNDS:
+            raise InvalidRecord(
+                f"it has {len(rounds):,} rounds; the server replays records of at most "
+                f"{MAX_REPLAY_ROUNDS:,}"
+            )
         end = replay_match(record)
         winner = COLOR_NAMES[end.winner] if end.winner else "nobody"
         n = len(record["rounds"])
@@ -462,16 +620,27 @@ def _stored(name: str, record: dict[str, Any]) -> StoredRecord:
     return StoredRecord(name, "round", summary, record)
 
 
-def load_records(paths: Iterable[str | Path]) -> tuple[list[StoredRecord], list[str]]:
+def load_records(
+    paths: Iterable[str | Path], max_records: int = MAX_RECORDS
+) -> tuple[list[StoredRecord], list[str]]:
     """The valid records of the JSON Lines files ``paths`` and a note per file saying how many.
 
-    Raises ``OSError`` (or ``UnicodeDecodeError``) when a file cannot be read.
+    At most ``max_records`` are kept, the first ones; once there are that many the files are
+    read no further (a note says so). A record of more than :data:`MAX_REPLAY_ROUNDS` rounds is
+    skipped as invalid. Raises ``OSError`` (or ``UnicodeDecodeError``) when a file cannot be
+    read, and for anything but a regular file.
     """
     stored: list[StoredRecord] = []
     notes: list[str] = []
     for path in paths:
-        valid, skipped, first_problem = 0, 0, ""
+        if len(stored) >= max_records:
+            notes.append(f"{path}: not read, the server offers at most {max_records:,} records")
+            continue
+        valid, skipped, first_problem, full = 0, 0, "", False
         for line in read_records(path):
+            if len(stored) >= max_records:
+                full = True
+                break
             try:
                 if line.record is None:
                     raise InvalidRecord(line.error)
@@ -486,17 +655,26 @@ def load_records(paths: Iterable[str | Path]) -> tuple[list[StoredRecord], list[
                 f", {skipped} invalid skipped (first, {first_problem}; "
                 f"python -m buttonup_env.replay {path} lists them all)"
             )
+        if full:
+            note += f"; the rest is not read, the server offers at most {max_records:,} records"
         notes.append(note)
     return stored, notes
 
 
 def replay_events(record: dict[str, Any]) -> list[Event]:
-    """A valid round or match record played out as events (a round alone starts from 0-0)."""
+    """A valid round or match record played out as events (a round alone starts from 0-0).
+
+    ``ValueError`` for a record of more than :data:`MAX_REPLAY_ROUNDS` rounds (at most
+    ``EVENTS_PER_ROUND`` events each)."""
     if "rounds" in record:
         target = record.get("target", DEFAULT_TARGET)
         rounds = record["rounds"]
     else:
         target, rounds = DEFAULT_TARGET, [record]
+    if len(rounds) > MAX_REPLAY_ROUNDS:
+        raise ValueError(
+            f"the record has {len(rounds):,} rounds; a replay has at most {MAX_REPLAY_ROUNDS:,}"
+        )
     events: list[Event] = []
     previous: State | None = None
     for number, round_ in enumerate(rounds, start=1):
@@ -522,9 +700,46 @@ def replay(index: int, stored: StoredRecord) -> Replay:
     )
 
 
-def record_summaries(stored: list[StoredRecord]) -> list[RecordSummary]:
-    """The records offered for replay, by index."""
-    return [
-        RecordSummary(index=i, id=r.id, kind=r.kind, summary=r.summary)
-        for i, r in enumerate(stored)
-    ]
+class ReplayCache:
+    """The JSON of the replays asked for, up to ``max_bytes`` of it (the least recently asked
+    for is forgotten first): each replay is computed once, not once per request."""
+
+    def __init__(self, max_bytes: int = MAX_REPLAY_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._kept: OrderedDict[int, bytes] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, index: int) -> bytes | None:
+        """The JSON kept for record ``index``, or None."""
+        body = self._kept.get(index)
+        if body is not None:
+            self._kept.move_to_end(index)
+        return body
+
+    def put(self, index: int, body: bytes) -> None:
+        """Keep ``body`` as record ``index``'s replay, forgetting older ones beyond the cap."""
+        if index in self._kept:
+            self._bytes -= len(self._kept.pop(index))
+        self._kept[index] = body
+        self._bytes += len(body)
+        while self._bytes > self.max_bytes and len(self._kept) > 1:
+            _, old = self._kept.popitem(last=False)
+            self._bytes -= len(old)
+
+
+def replay_json(index: int, stored: StoredRecord) -> bytes:
+    """:func:`replay` as the JSON the API sends."""
+    return replay(index, stored).model_dump_json().encode()
+
+
+def record_page(stored: list[StoredRecord], start: int, count: int) -> RecordPage:
+    """Records ``start`` to ``start + count - 1`` of those offered for replay, by index."""
+    end = min(start + count, len(stored))
+    return RecordPage(
+        total=len(stored),
+        start=start,
+        records=[
+            RecordSummary(index=i, id=stored[i].id, kind=stored[i].kind, summary=stored[i].summary)
+            for i in range(start, end)
+        ],
+    )

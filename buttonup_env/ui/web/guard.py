@@ -1,5 +1,5 @@
 """What every request meets before the web app's API sees it: the Host header it names, the
-size of its body and the time it takes to arrive.
+size of its body and the time it takes to arrive; and the size of every answer.
 
 * **Host.** A page on another site can reach a server on this machine's loopback address by
   DNS rebinding: its own domain name is made to resolve to 127.0.0.1, and the browser then
@@ -14,6 +14,10 @@ size of its body and the time it takes to arrive.
   the connection (or of the previous response on it): :func:`header_timeout_protocol` closes
   connections that send their headers a byte at a time, or nothing. The body must follow
   within :data:`BODY_TIMEOUT` seconds, or the request gets 408.
+* **Answer.** No answer is larger than :data:`MAX_RESPONSE_BYTES`: one that says it is larger
+  (its ``Content-Length``) is replaced by a 500 saying so, and one without that header is cut
+  off once it has sent that much. The API's answers stay far below it (a page of records, a
+  replay of the longest record offered), so this is the last line, not the first.
 
 Every refusal is ``{"detail": "<one sentence>"}``, as the API's own errors are.
 """
@@ -30,6 +34,9 @@ from typing import Any
 
 MAX_BODY_BYTES = 4096
 """The largest request body the app reads, in bytes (a new game's request is under 300)."""
+
+MAX_RESPONSE_BYTES = 8 << 20
+"""The largest answer the app sends, in bytes (a replay of 1,000 rounds is about 6 MB)."""
 
 HEADER_TIMEOUT = 10.0
 """Seconds a connection has to send a request's headers."""
@@ -124,8 +131,9 @@ class AllowedHosts:
 
 
 class RequestGuard:
-    """An ASGI middleware: the Host check, the body cap and the body timeout (see the module
-    docstring), in front of ``app``. Refusals carry ``headers`` (the app's security headers)."""
+    """An ASGI middleware: the Host check, the body cap, the body timeout and the answer cap
+    (see the module docstring), in front of ``app``. Refusals carry ``headers`` (the app's
+    security headers)."""
 
     def __init__(
         self,
@@ -134,10 +142,12 @@ class RequestGuard:
         max_body: int = MAX_BODY_BYTES,
         body_timeout: float = BODY_TIMEOUT,
         headers: dict[str, str] | None = None,
+        max_response: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.app = app
         self.hosts = hosts or AllowedHosts()
         self.max_body = max_body
+        self.max_response = max_response
         self.body_timeout = body_timeout
         self.headers = dict(headers or {})
 
@@ -182,7 +192,40 @@ class RequestGuard:
             replayed = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await self.app(scope, replay, send)
+        await self.app(scope, replay, self._capped(send))
+
+    def _capped(self, send: Send) -> Send:
+        """``send``, never sending more than :attr:`max_response` bytes of body."""
+        sent = 0
+        refused = False
+
+        async def capped(message: Message) -> None:
+            nonlocal sent, refused
+            if refused:
+                return
+            if message["type"] == "http.response.start":
+                lengths = [
+                    v for k, v in message.get("headers", []) if k.lower() == b"content-length"
+                ]
+                if lengths and lengths[0].strip().isdigit() and int(lengths[0]) > self.max_response:
+                    refused = True
+                    await self._refuse(
+                        send,
+                        500,
+                        f"the answer would be {int(lengths[0]):,} bytes, more than the "
+                        f"{self.max_response:,} this server sends",
+                    )
+                    return
+            elif message["type"] == "http.response.body":
+                sent += len(message.get("body", b""))
+                if sent > self.max_response:  # no Content-Length: cut off here
+                    refused = True
+                    raise RuntimeError(
+                        f"an answer of more than {self.max_response:,} bytes was cut off"
+                    )
+            await send(message)
+
+        return capped
 
     async def _read_body(self, receive: Receive, send: Send) -> bytes | None:
         """The whole body, or None once a refusal is sent (too large, too slow, gone)."""

@@ -174,6 +174,14 @@ class RecordSummary(BaseModel):
     summary: str
 
 
+class RecordPage(BaseModel):
+    """One page of the records offered for replay (``GET /api/records?start=&count=``)."""
+
+    total: int = Field(description="how many records are offered in all")
+    start: int = Field(description="the index of the first record listed")
+    records: list[RecordSummary] = Field(description="records start, start + 1, ... by index")
+
+
 class Replay(BaseModel):
     """A record played out: every event from the first round's start to the end."""
 

@@ -14,6 +14,7 @@ const SPEEDS = {
   off: [0, 0],
 };
 const MODES = ["play", "watch", "replay"];
+const RECORDS_PAGE = 100; // records listed at a time (the server lists at most 500)
 
 class ApiError extends Error {}
 
@@ -27,6 +28,7 @@ const ui = {
     replay: { game: null, shown: null, log: [], anim: null, hints: null, data: null, pos: 0 },
   },
   watch: { token: 0, paused: false, running: false },
+  records: { start: 0, total: 0 },
 };
 
 // --- the server ------------------------------------------------------------------------------
@@ -483,18 +485,43 @@ async function loadOptions() {
       return li;
     }),
   );
-  const records = options.records ? await api("GET", "/api/records") : [];
+  await loadRecords(0);
+}
+
+/** List the records from `start` on, a page at a time (the server may offer thousands). */
+async function loadRecords(start) {
+  const page = ui.options.records
+    ? await api("GET", `/api/records?start=${start}&count=${RECORDS_PAGE}`)
+    : { start: 0, total: 0, records: [] };
+  ui.records = { start: page.start, total: page.total };
   $("record").replaceChildren(
-    ...records.map((r) => {
+    ...page.records.map((r) => {
       const option = document.createElement("option");
       option.value = r.index;
       option.textContent = r.summary;
       return option;
     }),
   );
-  $("no-records").hidden = records.length > 0;
-  $("record").disabled = records.length === 0;
-  $("open-record").disabled = records.length === 0;
+  const none = page.records.length === 0;
+  $("no-records").hidden = page.total > 0;
+  $("record").disabled = none;
+  $("open-record").disabled = none;
+  $("record-pages").hidden = page.total <= RECORDS_PAGE;
+  const last = page.start + page.records.length;
+  $("records-shown").textContent = `records ${page.start + 1} to ${last} of ${page.total}`;
+  $("records-earlier").disabled = page.start === 0;
+  $("records-later").disabled = last >= page.total;
+}
+
+async function pageRecords(delta) {
+  const start = Math.max(0, ui.records.start + delta * RECORDS_PAGE);
+  problem("");
+  try {
+    await loadRecords(start);
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    problem(error.message);
+  }
 }
 
 function onKey(event) {
@@ -533,6 +560,8 @@ async function main() {
     event.preventDefault();
     openRecord();
   });
+  $("records-earlier").addEventListener("click", () => pageRecords(-1));
+  $("records-later").addEventListener("click", () => pageRecords(1));
   $("next-round").addEventListener("click", nextRound);
   $("play-again").addEventListener("click", startPlay);
   $("watch-pause").addEventListener("click", togglePause);
