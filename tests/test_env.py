@@ -18,12 +18,12 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import buttonup_env
-from buttonup_env.envs.env import ButtonUpEnv
+from buttonup_env.envs.env import ButtonUpEnv, make_opponent
 from buttonup_env.envs.render import WINDOW_CAPTION, HumanRenderer
 from buttonup_env.envs.vector import ButtonUpVectorEnv
 from buttonup_env.envs.wrappers import RingObservation
 from buttonup_env.game.rules import MAX_TARGET, State, next_starter, other
-from buttonup_env.players.bots import GreedyBot, RandomBot
+from buttonup_env.players.bots import GradedBot, GreedyBot, RandomBot
 
 
 @pytest.fixture
@@ -642,6 +642,19 @@ def test_set_opponent_between_episodes() -> None:
 def test_opponent_by_name() -> None:
     assert isinstance(make(opponent="random").opponent, RandomBot)
     assert isinstance(make(opponent="greedy").opponent, GreedyBot)
+    graded = make(opponent="perfect-0.3").opponent
+    assert isinstance(graded, GradedBot) and graded.p == 0.3
+    with pytest.raises(ValueError, match="'perfect-x' is not a graded bot"):
+        make(opponent="perfect-x")
+
+
+def test_make_opponent_seeds_a_bots_choices() -> None:
+    state = State.from_notation("B W W B B R W R R", "R")
+    one, again, other_ = (make_opponent("random", seed=s) for s in (3, 3, 4))
+    choices = [one.act(state) for _ in range(20)]
+    assert (
+        choices == [again.act(state) for _ in range(20)] != [other_.act(state) for _ in range(20)]
+    )
 
 
 @pytest.mark.parametrize(
