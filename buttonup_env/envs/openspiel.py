@@ -2,7 +2,7 @@
 bots and policies.
 
 Needs the ``openspiel`` extra (``pip install buttonup-env[openspiel]``); the rest of the package
-never imports this module. Importing it (or :mod:`buttonup_env.openspiel`) registers the game
+never imports this module. Importing it (or ``buttonup_env.openspiel``) registers the game
 with ``pyspiel.register_game``, as OpenSpiel's own Python games do::
 
     import pyspiel
@@ -10,51 +10,49 @@ with ``pyspiel.register_game``, as OpenSpiel's own Python games do::
 
     game = pyspiel.load_game("python_button_up", {"episode": "round", "first": "R"})
 
-Parameters
-    * ``target`` (default 15): the points that win a match, 1 to 1,000.
-    * ``episode``: ``"match"`` (default) or ``"round"``, one round from 0-0.
-    * ``layout``: the first round's layout in the notation of ``docs/rules.md``
-      (``"B W W B B R W R R"``); empty (default): chance draws it.
-    * ``first``: ``"R"`` or ``"B"``, who starts the first round; empty (default): chance draws
-      it. Later rounds follow the starting rule.
-    * ``max_rounds``: a match that has no winner when its ``max_rounds``-th round ends is a
-      draw (0 to both). OpenSpiel needs a bound on a game's length, and tied rounds (equal
-      strengths, about one round in twenty) could go on forever. 0 (default) means
-      ``2 * target + 19``: the most rounds in which someone scores (``2 * target - 1``) and
-      twenty tied rounds, so that only a match with more than twenty tied rounds is cut short.
+**Parameters** (:data:`PARAMETERS`; a bad value raises ``ValueError`` in one sentence):
 
-Players
-    Player 0 is Red and player 1 is Black (:data:`PLAYER_COLORS`).
+* ``target`` (default 15): the points that win a match, 1 to 1,000.
+* ``episode``: ``"match"`` (default) or ``"round"``, one round from 0-0.
+* ``layout``: the first round's layout in the notation of ``docs/rules.md``
+  (``"B W W B B R W R R"``); empty (default): chance draws it.
+* ``first``: ``"R"`` or ``"B"``, who starts the first round; empty (default): chance draws it.
+  Later rounds follow the starting rule.
+* ``max_rounds``: a match that has no winner when its ``max_rounds``-th round ends is a draw (0
+  to both). OpenSpiel needs a bound on a game's length, and tied rounds (equal strengths, about
+  one round in twenty) could go on forever. 0 (default) means ``2 * target + 19``: the most
+  rounds in which someone scores (``2 * target - 1``) and twenty tied rounds, so that only a
+  match with more than twenty tied rounds is cut short.
 
-Chance
-    A chance node draws each round's layout (1,680 outcomes, each ``1/1680``) and, before
-    the first round's layout, its starter (2 outcomes, ``1/2`` each), unless ``layout`` or
-    ``first`` fixes them; with both, the first round has no chance node. An outcome is its
-    action id: layout ``i`` is :data:`buttonup_env.game.rules.LAYOUTS` ``[i]`` (the 1,680
-    set-ups in sorted order), starter 0 is Red and 1 is Black. They come in the order in which
-    :class:`buttonup_env.game.match.Match` and the PettingZoo env draw them from a
-    ``numpy.random.Generator``, ``integers(2)`` for the starter and ``integers(0, 1680)`` for a
-    layout: fed the same numbers, two programs play the same match.
+**Players.** Player 0 is Red and player 1 is Black (:data:`PLAYER_COLORS`). An action is the
+slot to lift, 0 to 8 (``action_to_string`` says ``"slot 4"``).
 
-Returns
-    For a match, +1 to the winner and -1 to the loser (0 and 0 when ``max_rounds`` cuts it
-    short). For a round, player 0 gets Red's round margin (Red's strength minus Black's in the
-    final stack) and player 1 its negative: OpenSpiel's exploitability is then in round points,
-    the unit of :mod:`buttonup_env.players.exploit`. The game is zero-sum and pays only at the
-    end.
+**Chance.** A chance node draws each round's layout (1,680 outcomes of probability 1/1,680)
+and, before the first round's layout, its starter (2 outcomes of 1/2), unless ``layout`` or
+``first`` fixes them; with both, the first round has no chance node. An outcome is its action
+id: layout ``i`` is :data:`buttonup_env.game.rules.LAYOUTS` ``[i]`` (the 1,680 set-ups, sorted),
+starter 0 is Red and 1 is Black (:data:`STARTERS`). They come in the order in which
+:class:`buttonup_env.game.match.Match` and the PettingZoo env draw them from a
+``numpy.random.Generator``, ``integers(2)`` for the starter and ``integers(0, 1680)`` for each
+layout: fed the same numbers, two programs play the same match.
 
-Observations
-    The game has perfect information. ``str(state)`` is the board in the rules' notation, then
-    a line with the round, who started it, who is to move and the score. The observation
-    string and the information state string of either player are ``str(state)``. The
-    observation tensor of player ``p`` is the env's ``slots`` encoding
-    (:class:`buttonup_env.game.encoding.SlotEncoding`, 246 floats) of the position from ``p``'s
-    side, so the mover's tensor is what ``ButtonUp-v0``'s agent observes; before the first
-    layout is drawn it is all zeros. Actions are slots 0-8 (``action_to_string`` says
-    ``"slot 4"``).
+**Returns.** For a match, +1 to the winner and -1 to the loser (0 and 0 when ``max_rounds`` cuts
+it short). For a round, player 0 gets Red's round margin (Red's strength minus Black's in the
+final stack) and player 1 its negative: OpenSpiel's exploitability is then in round points, the
+unit of :mod:`buttonup_env.players.exploit`. The game is zero-sum and pays only at the end; its
+``GameInfo`` is exact (:func:`game_info`).
 
-A state holds one immutable node, so OpenSpiel's clones (a deep copy of every attribute) copy
-one reference; its serialization is OpenSpiel's own (the action history and the pickled node).
+**Observations.** The game has perfect information. ``str(state)`` is the board in the rules'
+notation, then a line with the round, who started it, who is to move and the score. The
+observation string and the information state string of either player are ``str(state)``. The
+observation tensor of player ``p`` is the env's ``slots`` encoding
+(:class:`buttonup_env.game.encoding.SlotEncoding`, 246 floats) of the position from ``p``'s
+side, so the mover's tensor is what ``ButtonUp-v0``'s agent observes; before the first layout
+is drawn it is all zeros. There is no information state tensor.
+
+A state holds one immutable :class:`Node`, so OpenSpiel's clones (a deep copy of every attribute)
+copy one reference; its serialization is OpenSpiel's own (the action history and the pickled
+node).
 
 :func:`bot` and :func:`policy` turn any player of the package (a bot's name, ``perfect-P``, a
 shipped policy, an ``.onnx`` file, an object with ``act(state)``) into a ``pyspiel.Bot`` and an
@@ -156,7 +154,7 @@ class Settings:
     first: Color | None
     """Who starts the first round, or None when chance draws it."""
     max_rounds: int
-    """The round after which a match without a winner is a draw (1 for a round)."""
+    """The round after which a match without a winner is a draw (``max_rounds`` 0 resolved)."""
 
     @property
     def rounds(self) -> int:
