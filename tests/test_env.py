@@ -18,12 +18,12 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import buttonup_env
-from buttonup_env.envs.env import ButtonUpEnv
+from buttonup_env.envs.env import ButtonUpEnv, make_opponent
 from buttonup_env.envs.render import WINDOW_CAPTION, HumanRenderer
 from buttonup_env.envs.vector import ButtonUpVectorEnv
-from buttonup_env.envs.wrappers import RingObservation
+from buttonup_env.envs.wrappers import ActionMaskObservation, RingObservation
 from buttonup_env.game.rules import MAX_TARGET, State, next_starter, other
-from buttonup_env.players.bots import GreedyBot, RandomBot
+from buttonup_env.players.bots import GradedBot, GreedyBot, RandomBot
 
 
 @pytest.fixture
@@ -642,6 +642,19 @@ def test_set_opponent_between_episodes() -> None:
 def test_opponent_by_name() -> None:
     assert isinstance(make(opponent="random").opponent, RandomBot)
     assert isinstance(make(opponent="greedy").opponent, GreedyBot)
+    graded = make(opponent="perfect-0.3").opponent
+    assert isinstance(graded, GradedBot) and graded.p == 0.3
+    with pytest.raises(ValueError, match="'perfect-x' is not a graded bot"):
+        make(opponent="perfect-x")
+
+
+def test_make_opponent_seeds_a_bots_choices() -> None:
+    state = State.from_notation("B W W B B R W R R", "R")
+    one, again, other_ = (make_opponent("random", seed=s) for s in (3, 3, 4))
+    choices = [one.act(state) for _ in range(20)]
+    assert (
+        choices == [again.act(state) for _ in range(20)] != [other_.act(state) for _ in range(20)]
+    )
 
 
 @pytest.mark.parametrize(
@@ -931,3 +944,35 @@ def test_ring_observation_can_be_made_from_its_spec() -> None:
 def test_ring_observation_only_wraps_button_up() -> None:
     with pytest.raises(ValueError, match="ButtonUp"):
         RingObservation(gym.make("CartPole-v1"))
+
+
+# --- ActionMaskObservation: the mask in the observation --------------------------------------
+
+
+@pytest.mark.parametrize("ring", [False, True], ids=["slots", "afterstates"])
+def test_action_mask_observation_observes_the_mask(ring: bool) -> None:
+    inner = RingObservation(make(), "afterstates") if ring else make()
+    env = ActionMaskObservation(inner)
+    actions = 3 if ring else 9
+    assert env.observation_space["action_mask"] == gym.spaces.Box(0, 1, (actions,), np.bool_)
+    obs, info = env.reset(seed=4)
+    rng = np.random.default_rng(4)
+    for _ in range(400):
+        assert env.observation_space.contains(obs)
+        np.testing.assert_array_equal(obs["action_mask"], info["action_mask"].astype(bool))
+        masks = inner.action_masks() if ring else env.unwrapped.action_masks()
+        np.testing.assert_array_equal(obs["action_mask"], masks)
+        action = int(rng.choice(np.flatnonzero(obs["action_mask"])))
+        obs, reward, terminated, _, info = env.step(action)
+        assert "illegal_action" not in info
+        if terminated:
+            assert obs["action_mask"].all() and abs(reward) == 1.0
+            obs, info = env.reset()
+
+
+def test_action_mask_observation_check_env() -> None:
+    with warnings_as_errors(WRAPPED):
+        gym_check_env(ActionMaskObservation(make()), skip_render_check=True)
+        sb3_check_env(ActionMaskObservation(make()), warn=True)
+    with pytest.raises(ValueError, match="ActionMaskObservation wraps ButtonUp-v0"):
+        ActionMaskObservation(gym.make("CartPole-v1"))

@@ -46,13 +46,13 @@ def play_match(
     moves: list[tuple[str, int, State]] = []
     returns = dict.fromkeys(game.possible_agents, 0.0)
     for agent in game.agent_iter():
-        observation, reward, termination, truncation, info = game.last()
+        observation, reward, termination, truncation, _ = game.last()
         returns[agent] += reward
         assert not truncation
         if termination:
             game.step(None)
             continue
-        state: State = info["state"]
+        state: State = game.unwrapped.position
         mask = observation["action_mask"]
         assert mask.dtype == np.int8
         np.testing.assert_array_equal(mask, legal_mask(state, np.int8))
@@ -142,7 +142,7 @@ def test_starter_is_drawn_from_the_seed() -> None:
         again = env()
         again.reset(seed=seed)
         assert again.agent_selection == game.agent_selection
-        assert again.infos["red"]["state"] == game.infos["red"]["state"]
+        assert again.unwrapped.position == game.unwrapped.position
     assert starters == {"red", "black"}
 
 
@@ -167,7 +167,7 @@ def test_extra_turn_on_the_first_move() -> None:
     for seed in range(50):
         game = env()
         game.reset(seed=seed, options={"first": "R"})
-        state: State = game.infos["red"]["state"]
+        state: State = game.unwrapped.position
         extra = [s for s in state.legal_moves() if sow(state.board, s)[1]]
         if extra:
             break
@@ -177,7 +177,7 @@ def test_extra_turn_on_the_first_move() -> None:
     game.step(extra[0])
     assert game.agent_selection == "red"
     assert game.last()[0]["action_mask"].any()
-    assert game.infos["red"]["state"] == state.play(extra[0])
+    assert game.unwrapped.position == state.play(extra[0])
 
 
 def test_round_rewards_add_the_margins() -> None:
@@ -192,7 +192,7 @@ def test_round_rewards_add_the_margins() -> None:
 def test_observation_is_the_slot_encoding_from_each_side() -> None:
     game = env()
     game.reset(seed=5)
-    state: State = game.infos["red"]["state"]
+    state: State = game.unwrapped.position
     for agent, color in AGENT_COLORS.items():
         observation = game.observe(agent)
         assert game.observation_space(agent).contains(observation)
@@ -201,17 +201,40 @@ def test_observation_is_the_slot_encoding_from_each_side() -> None:
         )
 
 
-def test_round_points_in_infos_after_a_round() -> None:
+@pytest.mark.parametrize("seed", [0, 1])  # 0: the round ends level, 1: someone scores
+def test_round_points_in_infos_after_a_round(seed: int) -> None:
     game = env(target=1000)
-    game.reset(seed=0)
-    rng = np.random.default_rng(0)
+    game.reset(seed=seed)
+    rng = np.random.default_rng(seed)
     for _ in range(8):
+        for info in game.infos.values():
+            assert info["round_over"] is False
+            np.testing.assert_array_equal(info["round_points"], [0, 0])
         mask = game.last()[0]["action_mask"]
         game.step(int(rng.choice(np.flatnonzero(mask))))
-    info = game.infos["red"]
-    assert set(info["round_points"]) == {"R", "B"}
-    assert info["state"].score == info["round_points"]
-    assert info["state"].moves_played == 0, "the next round is already set up"
+    position: State = game.unwrapped.position
+    assert position.moves_played == 0, "the next round is already set up"
+    for info in game.infos.values():
+        assert info["round_over"] is True
+        points = info["round_points"]
+        assert points.dtype == np.int64 and points.shape == (2,)
+        assert (points[0], points[1]) == position.score_pair
+        assert points.any() == (seed == 1)
+
+
+def test_infos_hold_numbers_with_the_same_keys_after_every_move() -> None:
+    """What TorchRL's PettingZooWrapper needs: it makes a tensor of every info value."""
+    game = env(target=5)
+    game.reset(seed=1)
+    rng = np.random.default_rng(1)
+    for _ in game.agent_iter():
+        observation, _, termination, _, info = game.last()
+        assert set(info) == {"round_over", "round_points"}
+        assert all(np.asarray(value).dtype.kind in "bi" for value in info.values())
+        action = (
+            None if termination else int(rng.choice(np.flatnonzero(observation["action_mask"])))
+        )
+        game.step(action)
 
 
 # --- illegal actions ---------------------------------------------------------------------------

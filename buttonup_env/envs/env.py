@@ -21,7 +21,7 @@ from ..game.rules import (
     random_layout,
     round_points,
 )
-from ..players.bots import BOT_NAMES, Player, make_bot
+from ..players.bots import BOT_NAMES, Player, graded_p, make_bot
 from ..players.shipped import shipped_policies
 from .interface import (
     COLOR_CHOICES,
@@ -38,12 +38,12 @@ from .interface import (
 from .render import EnvRenderer
 
 
-def make_opponent(spec: str | Path | Player) -> Player:
-    """A player from an opponent spec: ``"random"``, ``"greedy"``, ``"perfect"``, the name of a
-    shipped policy (``"buttonup-ppo"``), a path to an exported policy, or any object with
-    ``act(state)``."""
-    if isinstance(spec, str) and spec in BOT_NAMES:
-        return make_bot(spec)
+def make_opponent(spec: str | Path | Player, seed: int | None = None) -> Player:
+    """A player from an opponent spec: ``"random"``, ``"greedy"``, ``"perfect"``, a graded
+    ``"perfect-P"`` (a bot's random choices drawn from ``seed``), the name of a shipped policy
+    (``"buttonup-ppo"``), a path to an exported policy, or any object with ``act(state)``."""
+    if isinstance(spec, str) and (spec in BOT_NAMES or graded_p(spec) is not None):
+        return make_bot(spec, seed)
     if isinstance(spec, str | Path):
         path = Path(spec)
         if spec in shipped_policies() or path.suffix in (".onnx", ".zip") or path.exists():
@@ -61,7 +61,10 @@ def make_opponent(spec: str | Path | Player) -> Player:
 
 def _opponent_choices() -> str:
     names = ", ".join(repr(name) for name in (*BOT_NAMES, *shipped_policies()))
-    return f"one of {names}, a path to an exported .onnx policy, or an object with act(state)"
+    return (
+        f"one of {names}, a graded bot 'perfect-P' (e.g. 'perfect-0.3'), a path to an "
+        "exported .onnx policy, or an object with act(state)"
+    )
 
 
 class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
@@ -128,7 +131,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     ## Arguments
     ``gymnasium.make("ButtonUp-v0", ...)``:
 
-    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, the name of a shipped
+    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, a graded bot
+      ``"perfect-P"`` (a random move with probability P), the name of a shipped
       policy (``"buttonup-ppo"``, see :mod:`buttonup_env.players.shipped`), a path to an exported
       ``.onnx`` policy, or any object with ``act(state) -> slot``. If it has ``reset(rng)``, it
       is called at every reset with the environment's generator. It can be replaced between

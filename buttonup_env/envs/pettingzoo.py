@@ -127,16 +127,18 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
     round always has exactly eight moves, so a match always ends.
 
     ## Information
-    ``infos[agent]``, rewritten after every move:
+    ``infos[agent]``, rewritten after every move, holds numbers only and the same keys every
+    time, so that frameworks which turn infos into tensors (TorchRL's ``PettingZooWrapper``)
+    can read them:
 
-    * ``state``: the :class:`~buttonup_env.game.rules.State` (position, score, target, player to
-      move); after a round ends, already the first position of the next round unless the
-      match is over.
-    * ``agent_color``: ``"R"`` or ``"B"``, the colour the agent plays.
-    * ``round_points``: only after the move that ended a round, that round's points
-      ``{"R": .., "B": ..}``.
+    * ``round_over``: True after the move that ended a round.
+    * ``round_points``: ``int64`` (2,), the points Red and Black scored in the round that the
+      move ended; zeros after any other move.
 
-    The current position is also :attr:`position`.
+    The position (a :class:`~buttonup_env.game.rules.State`: board, score, target, player to
+    move) is :attr:`position` (``env.unwrapped.position`` through the wrappers of :func:`env`);
+    after a round ends it is already the first position of the next round unless the match is
+    over. Each agent's colour is :data:`AGENT_COLORS`.
 
     ## Arguments
     ``buttonup_env.envs.pettingzoo.env(...)`` or ``ButtonUpAEC(...)``:
@@ -227,9 +229,14 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
             raise RuntimeError(f"call reset() before {what}")
         return self.position
 
-    def _infos(self, **extra: Any) -> dict[str, dict[str, Any]]:
+    def _infos(self, points: dict[Color, int] | None = None) -> dict[str, dict[str, Any]]:
+        """Every agent's info after a move that ended a round with ``points`` (None: did not)."""
+        red, black = (0, 0) if points is None else (points["R"], points["B"])
         return {
-            agent: {"state": self.position, "agent_color": AGENT_COLORS[agent], **extra}
+            agent: {
+                "round_over": points is not None,
+                "round_points": np.array([red, black], np.int64),
+            }
             for agent in self.agents
         }
 
@@ -273,10 +280,10 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self._clear_rewards()
         self._last_move = slot
         state = state.child(slot)
-        extra: dict[str, Any] = {}
+        points = None
         if state.round_over:
             strength = state.strength
-            extra["round_points"] = round_points(strength)
+            points = round_points(strength)
             margin = strength["R"] - strength["B"]  # Red's; Black's is its negative
             for name, sign in (("red", 1), ("black", -1)):
                 self.rewards[name] += round_reward(sign * margin, self.per_round, False)
@@ -289,7 +296,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
                 state = state.next_round(random_layout(self.np_random))
                 self._last_move = None
         self.position = state
-        self.infos = self._infos(**extra)
+        self.infos = self._infos(points)
         self.agent_selection = COLOR_AGENTS[state.to_move]
         self._accumulate_rewards()
         if self._renderer.human:

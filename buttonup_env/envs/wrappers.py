@@ -86,3 +86,48 @@ class RingObservation(
             slot = next(s for s in range(NUM_SLOTS) if s not in legal)
         _, reward, terminated, truncated, info = self.env.step(slot)
         return self._obs(), reward, terminated, truncated, self._with_mask(info)
+
+
+class ActionMaskObservation(
+    gym.Wrapper[dict[str, np.ndarray], np.int64, np.ndarray, np.int64],
+    gym.utils.RecordConstructorArgs,
+):
+    """``ButtonUp-v0`` (or a :class:`RingObservation` of it) observing its action mask too.
+
+    Observation: ``Dict`` with ``"observation"``, the wrapped env's observation, and
+    ``"action_mask"``, ``Box(0, 1, (n,), bool)``: True on the legal actions of the
+    ``n`` (``info["action_mask"]`` as booleans; all True once the episode is over). It is the
+    dict the PettingZoo env observes, and what TorchRL reads: ``GymWrapper`` puts
+    ``action_mask`` beside ``observation`` in its specs, the ``ActionMask`` transform masks
+    random actions with it and its masked distributions take it as it is. Actions, rewards,
+    episode ends and ``info`` are the wrapped env's.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        if not isinstance(env.unwrapped, ButtonUpEnv):
+            raise ValueError(f"ActionMaskObservation wraps ButtonUp-v0, got {env.unwrapped!r}")
+        actions = int(env.action_space.n)  # type: ignore[attr-defined]
+        self.observation_space = spaces.Dict(
+            {
+                "observation": env.observation_space,
+                "action_mask": spaces.Box(0, 1, (actions,), np.bool_),
+            }
+        )
+
+    @staticmethod
+    def _observe(observation: np.ndarray, info: dict[str, Any]) -> dict[str, np.ndarray]:
+        return {"observation": observation, "action_mask": info["action_mask"].astype(bool)}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        observation, info = self.env.reset(seed=seed, options=options)
+        return self._observe(observation, info), info
+
+    def step(
+        self, action: np.int64 | int
+    ) -> tuple[dict[str, np.ndarray], SupportsFloat, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return self._observe(observation, info), reward, terminated, truncated, info
