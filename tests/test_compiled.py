@@ -334,9 +334,9 @@ env = ButtonUpVectorEnv(16, opponent="perfect", episode="round", random_start=0.
 _, info = env.reset(seed=0)
 for _ in range(20):
     _, _, _, _, info = env.step(info["action_mask"].argmax(axis=1))
-hits = sum(sum(k.stats.cache_hits.values()) for k in (kernels.play_moves, kernels.bot_plies,
-           kernels.start_episodes, kernels.random_starts, kernels.agent_moves,
-           kernels.observe[0]))
+k = kernels.ONE_THREAD
+hits = sum(sum(d.stats.cache_hits.values()) for d in (k.play_moves, k.bot_plies,
+           k.start_episodes, k.random_starts, k.agent_moves, k.observe))
 print(hits, round(time.perf_counter() - start, 2))
 """
 
