@@ -232,6 +232,36 @@ def test_threads_play_the_same_games(encoding: str) -> None:
     assert kernels.numba.get_num_threads() == kernels.numba.config.NUMBA_NUM_THREADS
 
 
+@pytest.mark.skipif(
+    kernels.numba.config.NUMBA_NUM_THREADS < 2, reason="numba has one thread on this machine"
+)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(num_envs=700),
+        dict(num_envs=500, opponent="perfect", encoding="ring", target=5),
+        dict(num_envs=600, opponent="greedy", episode="round", reward="round",
+             encoding="afterstates", random_start=0.75),
+        dict(num_envs=24, opponent=str(MODEL)),
+    ],
+)  # fmt: skip
+def test_two_threads_play_what_one_thread_plays(kwargs: dict[str, Any]) -> None:
+    """The same transitions, generator states included, on one thread and on two (the
+    parallel passes split the envs between the threads; the draws stay in env order)."""
+    envs = [ButtonUpVectorEnv(**kwargs, threads=threads) for threads in (1, 2)]
+    outs = [env.reset(seed=10) for env in envs]
+    assert_same(outs[0], outs[1], "reset")
+    rng = np.random.default_rng(10)
+    for step in range(40):
+        actions = random_actions(rng, outs[0][-1]["action_mask"], 9, 0.03)
+        actions %= envs[0].single_action_space.n
+        outs = [env.step(actions) for env in envs]
+        assert_same(outs[0], outs[1], f"step {step}")
+        assert json.dumps(envs[0].get_state()) == json.dumps(envs[1].get_state()), step
+    assert_same(envs[0].encode("afterstates", slice(None), 1), envs[1].encode(
+        "afterstates", slice(None), 1), "encode")  # fmt: skip
+
+
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_what_step_returns_is_the_callers_to_keep(backend: str) -> None:
     """Later steps never change an array that reset or step returned (nor its info)."""

@@ -541,3 +541,28 @@ def test_render_ansi() -> None:
     texts = env.render()
     assert len(texts) == 2 and all("slot 0" in t or "0" in t for t in texts)
     assert ButtonUpVectorEnv(2).render() is None
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "message"),
+    [
+        ("bench_vector.py", ["--reference", "nowhere"], "no benchmarks/bench_vector.py there"),
+        ("bench_vector.py", ["--only-reference"], "--only-reference needs --reference DIR"),
+        ("bench_league.py", ["--reference", "nowhere"], "no benchmarks/bench_league.py there"),
+        ("bench_league.py", ["--only-reference"], "--only-reference needs --reference DIR"),
+    ],
+)
+def test_the_benchmarks_refuse_a_bad_reference(script: str, args: list[str], message: str) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr.splitlines()[-1]  # argparse: the usage, then one error line
