@@ -8,7 +8,7 @@ batch and play the same games from it, bit for bit.
 
 A game here is seen from one side, the *agent*'s (the batched env's agent, the arena's first
 player), against an *opponent* (a number the caller gives meaning to: the batched env's index
-into its players). Colours are numbers: :data:`RED` 0, :data:`BLACK` 1. Boards are the numbers
+into its players). Colours are numbers: ``RED`` 0, ``BLACK`` 1. Boards are the numbers
 of :class:`~buttonup_env.engine.tables.GameTables`.
 """
 

@@ -1,9 +1,12 @@
 """Many matches at once: the batched players and the match loop behind evaluation and leagues.
 
-All the matches are played together, as rows of arrays over the board numbers of
-:func:`buttonup_env.engine.tables.game_tables`: one pass of the loop is one move in every match
-still going on, and each player chooses its slots in all the matches where it is to move with one
-call (:class:`BatchedPlayer`): a table look-up for the bots, one batched inference for a policy.
+All the matches are played together, as one :class:`~buttonup_env.engine.batch.Batch` of the
+batched engine (the pair's first player is the batch's agent), whose numpy backend plays the
+moves, scores the rounds and deals the next ones by the starting rule
+(:class:`~buttonup_env.engine.numpy_backend.NumpyBackend`). One pass of the loop is one move in
+every match still going on, and each player chooses its slots in all the matches where it is to
+move with one call (:class:`BatchedPlayer`): a table look-up for the bots, one batched inference
+for a policy.
 The random numbers a match needs (the bots' random moves and tie-breaks, the layouts) come from a
 generator of its own pair of players, seeded from the seed and the two names
 (:func:`pair_generator`), so a pair's matches are the same whatever else is played beside them.
