@@ -10,9 +10,7 @@ reported; the machine is shared and noisy, so ratios measured back to back mean 
 * ``ButtonUpVectorEnv`` (the compiled default, one thread) against the random and against the
   perfect opponent, observations included (the 246-float ``slots`` encoding); against the
   random one also counting the time in ``step`` alone (``step only``: the player's time left
-  out), on one thread and (when numba has two) with ``threads=2``, whose ratio to one thread
-  is printed per size (the median of the per-repeat ratios); and with ``backend="numpy"``,
-  the reference implementation;
+  out), and with ``backend="numpy"``, the reference implementation;
 * Gymnasium's ``CartPoleVectorEnv`` (``gym.make_vec("CartPole-v1", vectorization_mode=
   "vector_entry_point")``);
 * ButtonUp-v0 in a ``SyncVectorEnv`` (``vectorization_mode="sync"``), one game at a time
@@ -194,7 +192,6 @@ print(base, rss())
 
 STEP_ONLY = "ButtonUpVectorEnv, random, step only"
 """The random opponent's figure over the time in ``step`` alone, the random player's left out."""
-STEP_ONLY_2 = STEP_ONLY + ", threads=2"
 
 REFERENCE_CHILD = """
 import json, sys
@@ -283,16 +280,11 @@ def main() -> None:
         except ImportError:
             parser.error('--pgx needs jax and pgx: pip install -e ".[bench]"')
 
-    from buttonup_env.engine.numba_backend import MAX_THREADS
-
-    two_threads = MAX_THREADS >= 2
     makers: dict[str, tuple[Callable[[int], Any], bool]] = {
         "ButtonUpVectorEnv, random": (lambda n: ButtonUpVectorEnv(n, opponent="random"), True),
         "ButtonUpVectorEnv, perfect": (lambda n: ButtonUpVectorEnv(n, opponent="perfect"), True),
         STEP_ONLY: (lambda n: ButtonUpVectorEnv(n, opponent="random"), True),
     }
-    if two_threads:
-        makers[STEP_ONLY_2] = (lambda n: ButtonUpVectorEnv(n, opponent="random", threads=2), True)
     makers["ButtonUpVectorEnv, random, numpy"] = (
         lambda n: ButtonUpVectorEnv(n, opponent="random", backend="numpy"),
         True,
@@ -310,17 +302,15 @@ def main() -> None:
         for game in ("tic_tac_toe", "connect_four"):
             makers[f"pgx {game}"] = (lambda n, game=game: PgxGame(game, n), False)
 
-    for threads in (1, 2) if two_threads else (1,):  # the tables built, the kernels compiled
-        warm = ButtonUpVectorEnv(2, threads=threads)
-        warm.reset(seed=0)
-        warm.step(warm.action_masks().argmax(axis=1))
+    warm = ButtonUpVectorEnv(2)  # the tables built, the kernels compiled
+    warm.reset(seed=0)
+    warm.step(warm.action_masks().argmax(axis=1))
     print(
         f"agent steps per second, median of {args.repeats} repeats of about {args.seconds:g} s "
         "each, by number of envs"
     )
     rates: dict[str, dict[int, float]] = {name: {} for name in makers}
     ratios: dict[str, dict[int, float]] = {"random": {}, "perfect": {}}
-    threads_ratio: dict[int, float] = {}
     compiles: dict[str, dict[int, float]] = {}
     for n in args.sizes:
         envs = {name: make(n) for name, (make, _) in makers.items()}
@@ -332,9 +322,8 @@ def main() -> None:
         for _ in range(args.repeats):
             for name, (_, masked) in makers.items():
                 env = envs[name]
-                step_only = name in (STEP_ONLY, STEP_ONLY_2)
                 value = env.rate(args.seconds) if isinstance(env, PgxGame) else (
-                    rate(env, masked, args.seconds, step_only=step_only)
+                    rate(env, masked, args.seconds, step_only=name == STEP_ONLY)
                 )  # fmt: skip
                 measured[name].append(value)
             for kind in per_repeat:
@@ -345,9 +334,6 @@ def main() -> None:
             rates[name][n] = statistics.median(measured[name])
         for kind in per_repeat:
             ratios[kind][n] = statistics.median(per_repeat[kind])
-        if two_threads:
-            pairs = zip(measured[STEP_ONLY_2], measured[STEP_ONLY], strict=True)
-            threads_ratio[n] = statistics.median(two / one for two, one in pairs)
         del envs
 
     width = max(map(len, makers)) + 2
@@ -358,11 +344,6 @@ def main() -> None:
         print(
             f"{kind + ' / CartPole':{width}}"
             + "".join(f"{ratios[kind][n]:>13.2f}" for n in args.sizes)
-        )
-    if threads_ratio:
-        print(
-            f"{'step only, threads=2 / 1':{width}}"
-            + "".join(f"{threads_ratio[n]:>13.2f}" for n in args.sizes)
         )
     for name, seconds in compiles.items():
         print(

@@ -221,47 +221,6 @@ def test_an_illegal_policy_move_is_refused_the_same(monkeypatch: pytest.MonkeyPa
     assert messages[0] == messages[1]
 
 
-@pytest.mark.skipif(
-    kernels.numba.config.NUMBA_NUM_THREADS < 2, reason="numba has one thread on this machine"
-)
-@pytest.mark.parametrize("encoding", ["slots", "afterstates"])
-def test_threads_play_the_same_games(encoding: str) -> None:
-    threaded = ButtonUpVectorEnv(256, encoding=encoding, threads=2)
-    assert threaded.threads == 2
-    compare([threaded, ButtonUpVectorEnv(256, encoding=encoding, backend="numpy")], 30, seed=9)
-    assert kernels.numba.get_num_threads() == kernels.numba.config.NUMBA_NUM_THREADS
-
-
-@pytest.mark.skipif(
-    kernels.numba.config.NUMBA_NUM_THREADS < 2, reason="numba has one thread on this machine"
-)
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(num_envs=700),
-        dict(num_envs=500, opponent="perfect", encoding="ring", target=5),
-        dict(num_envs=600, opponent="greedy", episode="round", reward="round",
-             encoding="afterstates", random_start=0.75),
-        dict(num_envs=24, opponent=str(MODEL)),
-    ],
-)  # fmt: skip
-def test_two_threads_play_what_one_thread_plays(kwargs: dict[str, Any]) -> None:
-    """The same transitions, generator states included, on one thread and on two (the
-    parallel passes split the envs between the threads; the draws stay in env order)."""
-    envs = [ButtonUpVectorEnv(**kwargs, threads=threads) for threads in (1, 2)]
-    outs = [env.reset(seed=10) for env in envs]
-    assert_same(outs[0], outs[1], "reset")
-    rng = np.random.default_rng(10)
-    for step in range(40):
-        actions = random_actions(rng, outs[0][-1]["action_mask"], 9, 0.03)
-        actions %= envs[0].single_action_space.n
-        outs = [env.step(actions) for env in envs]
-        assert_same(outs[0], outs[1], f"step {step}")
-        assert json.dumps(envs[0].get_state()) == json.dumps(envs[1].get_state()), step
-    assert_same(envs[0].encode("afterstates", slice(None), 1), envs[1].encode(
-        "afterstates", slice(None), 1), "encode")  # fmt: skip
-
-
 @pytest.mark.parametrize("backend", ["numba", "numpy"])
 def test_what_step_returns_is_the_callers_to_keep(backend: str) -> None:
     """Later steps never change an array that reset or step returned (nor its info)."""
@@ -310,10 +269,7 @@ def test_a_pickled_or_copied_batch_steps_like_the_original(backend: str) -> None
     "kwargs, named",
     [
         (dict(backend="jax"), "backend='jax'"),
-        (dict(threads=0), "threads=0 is not allowed; use a whole number from 1 to"),
-        (dict(threads=1.5), "threads=1.5"),
-        (dict(threads=10_000), "threads=10000"),
-        (dict(threads=2, backend="numpy"), "threads=2 needs backend='numba'"),
+        (dict(backend=None), "backend=None"),
     ],
 )
 def test_bad_backend_arguments(kwargs: dict[str, Any], named: str) -> None:
@@ -364,9 +320,9 @@ env = ButtonUpVectorEnv(16, opponent="perfect", episode="round", random_start=0.
 _, info = env.reset(seed=0)
 for _ in range(20):
     _, _, _, _, info = env.step(info["action_mask"].argmax(axis=1))
-k = kernels.ONE_THREAD
-hits = sum(sum(d.stats.cache_hits.values()) for d in (k.play_moves, k.bot_plies,
-           k.start_episodes, k.random_starts, k.agent_moves, k.observe))
+hits = sum(sum(k.stats.cache_hits.values()) for k in (kernels.play_moves, kernels.bot_plies,
+           kernels.start_episodes, kernels.random_starts, kernels.agent_moves,
+           kernels.observe))
 print(hits, round(time.perf_counter() - start, 2))
 """
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from ..game.rules import is_whole_number
 from .batch import Batch, Generators, Outcome, Ply, Rules, Status
 from .numpy_backend import NumpyBackend
 from .tables import GameTables
@@ -54,27 +53,15 @@ class Backend(Protocol):
     def masks(self, encoding: str, boards: np.ndarray) -> np.ndarray: ...
 
 
-def make_backend(
-    name: str, tables: GameTables, rules: Rules, num_envs: int, threads: Any = 1
-) -> Backend:
+def make_backend(name: str, tables: GameTables, rules: Rules, num_envs: int) -> Backend:
     """The backend ``name`` (one of :data:`BACKENDS`) for a batch of ``num_envs`` games under
-    ``rules``, on ``threads`` threads (the numba backend only). Raises ``ValueError`` in a
-    sentence for another name or a bad number of threads."""
+    ``rules``. Raises ``ValueError`` in a sentence for another name."""
     if not (isinstance(name, str) and name in BACKENDS):
         raise ValueError(
             f"backend={name!r} is not allowed; use one of {', '.join(map(repr, BACKENDS))}"
         )
     if name == "numpy":
-        if threads != 1:
-            raise ValueError(
-                f"threads={threads!r} needs backend='numba'; the numpy backend runs on one thread"
-            )
         return NumpyBackend(tables, rules, num_envs)
-    from .numba_backend import MAX_THREADS, NumbaBackend  # imports numba (compiles nothing)
+    from .numba_backend import NumbaBackend  # imports numba (compiles nothing)
 
-    if not is_whole_number(threads) or not 1 <= threads <= MAX_THREADS:
-        raise ValueError(
-            f"threads={threads!r} is not allowed; use a whole number from 1 to {MAX_THREADS} "
-            "(numba's NUMBA_NUM_THREADS)"
-        )
-    return NumbaBackend(tables, rules, num_envs, int(threads))
+    return NumbaBackend(tables, rules, num_envs)

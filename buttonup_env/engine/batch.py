@@ -113,8 +113,6 @@ class Ply(NamedTuple):
     """(n,) int64: the games of the ply, ``envs[:count]``."""
     slot: np.ndarray
     """(n,) int64: each game's slot in the ply (:data:`POLICY_MOVE` while a policy chooses)."""
-    over: np.ndarray
-    """(n,) bool: the game's move in the ply ended its round."""
     ended: np.ndarray
     """(n,) int64: the games whose round ended in the last ply played, ascending."""
     draws: np.ndarray
@@ -129,7 +127,6 @@ class Ply(NamedTuple):
         return cls(
             envs=np.zeros(n, dtype=np.int64),
             slot=np.zeros(n, dtype=np.int64),
-            over=np.zeros(n, dtype=bool),
             ended=np.zeros(n, dtype=np.int64),
             draws=np.zeros(n, dtype=np.float64),
             chosen=np.zeros(n, dtype=bool),

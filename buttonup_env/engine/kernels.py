@@ -8,19 +8,12 @@ the same operation as the numpy backend's method of that name
 moves, the same draws from the same generators in the same order, the same observations. The
 tests compare the two after every step.
 
-A kernel is a few flat passes over the games of the current ply (one game after another inside
-a pass, so that the look-ups of different games overlap in the CPU, prefetching a few games
-ahead). A move reads one 64-byte record per board (:func:`board_records`) that holds all it
-needs. Two kinds of pass:
-
-* passes that draw random numbers (the bots' tie-breaks, layouts, colours, starters, random
-  starts) or that list the games of the next ply run on one thread, in the order of the games,
-  so that every draw is the numpy backend's;
-* passes where each game's work depends on that game alone (reading the actions, sowing,
-  choosing among a bot's candidates, writing the observations and masks) loop with ``prange``.
-  Each kernel is compiled twice: on one thread (``prange`` is then ``range``) and with numba's
-  parallel loops (:data:`THREADED`), which split those passes between threads and give the
-  same games, since nothing in them depends on the order of the games.
+A kernel is a few flat passes over the batch, or over the games of the current ply (one game
+after another inside a pass, so that the look-ups of different games overlap in the CPU,
+prefetching a few games ahead), reading one 64-byte record per board (:func:`board_records`)
+that holds everything a move needs. The passes that draw random numbers (the bots' tie-breaks,
+new layouts, colours, starters, random starts) go through the games in their order, so that
+every draw is the numpy backend's; the observations and masks are passes of their own.
 
 The generators are numpy's: a kernel draws through the bit generator's own functions
 (``Generator.bit_generator.ctypes``, the C interface numpy documents), so a draw here
@@ -41,14 +34,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import types as pytypes
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import prange, types
+from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 
@@ -62,32 +54,16 @@ NUM_LAYOUTS = len(LAYOUTS)
 # --- compiling -------------------------------------------------------------------------------
 
 
-def compile_kernel(function: Callable[..., Any], parallel: bool = False) -> Any:
+def compile_kernel(function: Callable[..., Any]) -> Any:
     """``function`` as a numba dispatcher that compiles on first call and caches its code.
 
     Without any writable cache folder (a read-only package and home) numba refuses
     ``cache=True``; the kernels then compile in every process instead.
     """
     try:
-        return numba.njit(cache=True, nogil=True, parallel=parallel)(function)
+        return numba.njit(cache=True, nogil=True)(function)
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True, parallel=parallel)(function)
-
-
-def _threaded(function: Callable[..., Any]) -> Any:
-    """``function`` compiled with numba's parallel loops. Numba keys its cache by a function's
-    name and bytecode, not by how it was compiled, so this one is compiled under a name of its
-    own (``NAME_threaded``): otherwise one process's serial code would be loaded for it."""
-    twin = pytypes.FunctionType(
-        function.__code__,
-        function.__globals__,
-        function.__name__ + "_threaded",
-        function.__defaults__,
-        function.__closure__,
-    )
-    twin.__qualname__ = function.__qualname__ + "_threaded"
-    twin.__doc__ = function.__doc__
-    return compile_kernel(twin, parallel=True)
+        return numba.njit(nogil=True)(function)
 
 
 # --- the generators ----------------------------------------------------------------------------
@@ -285,35 +261,33 @@ def observation_records(tables: GameTables, encoding: str) -> np.ndarray:
 # --- the game ----------------------------------------------------------------------------------
 # A ply is a list of games (``ply.envs[:count]``, ascending) and each one's slot
 # (``ply.slot[env]``); see buttonup_env.engine.batch.Ply. Each kernel first takes the arrays it
-# needs out of the named tuples it gets (once, outside its loops), then loops over them: numba
-# counts references on an array each time it is taken out of a tuple, and its parallel loops
-# lose the writes made through a tuple. Nothing inside a loop hands an array to a function:
-# numba would count references on it at every turn of the loop (even for an inlined one).
+# needs out of the named tuples it gets, once, outside its loops: numba counts references on
+# an array each time it is taken out of a tuple or handed to a function (even an inlined one),
+# so nothing inside a loop does either.
 
 
 @numba.njit(inline="always")
 def _moves_and_round_ends(batch, ply, count, rules, records, g, out):
     """Play the ply and end the rounds that end (the numpy backend's ``play_moves``: its
-    ``move``, then its ``end_rounds``). Returns how many rounds ended."""
-    envs, slot, over, ended_envs = ply.envs, ply.slot, ply.over, ply.ended
+    ``move``, then its ``end_rounds``). Returns how many rounds ended, their games in
+    ``ply.ended`` (ascending)."""
+    envs, slot, ended_envs = ply.envs, ply.slot, ply.ended
     board, to_move, agent, starter = batch.board, batch.to_move, batch.agent, batch.starter
     score, done = batch.score, batch.done
     reward, round_points, has_points = out.reward, out.round_points, out.has_points
-    for k in prange(count):  # pass 1: sow (the board's record holds the move's outcome)
+    ended = 0
+    for k in range(count):  # pass 1: sow (the board's record holds the move's outcome)
         i = envs[k]
         b, s = board[i], slot[i]
         flags = records[b, FLAGS]
         board[i] = records[b, NEXT + s]
         if (flags >> s) & 1 == 0:  # no extra turn: the turn passes
             to_move[i] = 1 - to_move[i]
-        over[i] = (flags >> (ENDS_BIT + s)) & 1 == 1
-    ended = 0
-    for k in range(count):  # pass 2, in the order of the games: the rounds that ended
-        i = envs[k]
-        if not over[i]:
-            continue
-        ended_envs[ended] = i
-        ended += 1
+        if (flags >> (ENDS_BIT + s)) & 1:
+            ended_envs[ended] = i
+            ended += 1
+    for k in range(ended):  # pass 2, in the order of the games: the rounds that ended
+        i = ended_envs[k]
         margin = np.int64(records[board[i], MARGIN])  # Red's
         red, black = max(margin, 0), max(-margin, 0)
         score[i, 0] += red
@@ -351,22 +325,22 @@ def _agent_moves(batch, actions, by_slot, raise_illegal, records, ply, out):
     board, done, envs, slot = batch.board, batch.done, ply.envs, ply.slot
     illegal, reward = out.illegal, out.reward
     n = len(actions)
-    for j in prange(n):  # pass 1: is each action a legal move, and of which slot
-        i = np.int64(j)
+    first = -1
+    count = 0
+    for i in range(n):  # is each action a legal move, and of which slot
         if i + AHEAD < n:
             _prefetch_row(records, board[i + AHEAD])
         flags = records[board[i], FLAGS]
         a = actions[i]
         if by_slot:
-            illegal[i] = (flags >> (LEGAL_BIT + a)) & 1 == 0
-            slot[i] = a
+            legal = (flags >> (LEGAL_BIT + a)) & 1 == 1
+            s = a
         else:  # the a-th legal slot
-            illegal[i] = a >= (flags >> COUNT_SHIFT) & 3
-            slot[i] = (records[board[i], RANDOM] >> (4 * a)) & 15
-    first = -1
-    count = 0
-    for i in range(n):  # pass 2: the ply, in the order of the games
-        if not illegal[i]:
+            legal = a < (flags >> COUNT_SHIFT) & 3
+            s = (records[board[i], RANDOM] >> (4 * a)) & 15
+        illegal[i] = not legal
+        if legal:
+            slot[i] = s
             envs[count] = i
             count += 1
         elif first < 0:
@@ -392,8 +366,8 @@ def _bot_plies(batch, ply, count, kinds, rules, records, g, out):
     board, to_move, agent = batch.board, batch.to_move, batch.agent
     done, opponent = batch.done, batch.opponent
     for _ in range(MAX_PLIES):
-        # pass 1, in the order of the games: keep those whose opponent is to move, and draw
-        # each bot's number from its generator
+        # pass 1: keep the games whose opponent is to move, and draw each bot's number from
+        # its generator
         pending = 0
         policies = 0
         for k in range(count):
@@ -411,8 +385,7 @@ def _bot_plies(batch, ply, count, kinds, rules, records, g, out):
         count = pending
         if count == 0:
             return Status.WAITING, 0
-        for j in prange(count):  # pass 2: each bot's slot, one of its candidates
-            k = np.int64(j)
+        for k in range(count):  # pass 2: each bot's slot, one of its candidates
             if k + AHEAD < count:
                 _prefetch_row(records, board[envs[k + AHEAD]])
             i = envs[k]
@@ -521,8 +494,7 @@ def _observe(batch, target, view, envs, own, at_envs, out, masks):
     by_slot = places == NUM_SLOTS
     n = len(envs)
     ids = np.empty((n, places + 1), dtype=np.int32)
-    for jj in prange(n):  # pass 1: which planes, and the masks
-        j = np.int64(jj)
+    for j in range(n):  # pass 1: which planes, and the masks
         if j + AHEAD < n:
             _prefetch_row(records, board[envs[j + AHEAD]])
         b = board[envs[j]]
@@ -541,8 +513,7 @@ def _observe(batch, target, view, envs, own, at_envs, out, masks):
                 masks[j, a] = 1 if a < count else 0
     size = BOARD_FEATURES + 2 if flags else BOARD_FEATURES  # floats per view
     gap = size - BOARD_FEATURES  # between the views: the afterstate flags
-    for jj in prange(n):  # pass 2: the planes, then the scores or the flags
-        j = np.int64(jj)
+    for j in range(n):  # pass 2: the planes, then the scores or the flags
         i = envs[j]
         o = i if at_envs else j
         for p in range(places):  # place p % 9 of view p // 9 (for slots: slot p)
@@ -567,7 +538,7 @@ def _observe(batch, target, view, envs, own, at_envs, out, masks):
 def _masks(boards, records, by_slot, out):
     """int8 masks of the legal actions on ``boards``: over the nine slots, or the three
     views."""
-    for i in prange(len(boards)):
+    for i in range(len(boards)):
         flags = records[boards[i], FLAGS]
         if by_slot:
             for s in range(NUM_SLOTS):
@@ -578,22 +549,10 @@ def _masks(boards, records, by_slot, out):
                 out[i, a] = 1 if a < count else 0
 
 
-class Kernels(NamedTuple):
-    """The kernels of one way of compiling them (:data:`ONE_THREAD` or :data:`THREADED`)."""
-
-    agent_moves: Any
-    play_moves: Any
-    bot_plies: Any
-    observe: Any
-    masks: Any
-    start_episodes: Any
-    random_starts: Any
-
-
-_PASSES = (_agent_moves, _play_moves, _bot_plies, _observe, _masks)
+agent_moves = compile_kernel(_agent_moves)
+play_moves = compile_kernel(_play_moves)
+bot_plies = compile_kernel(_bot_plies)
 start_episodes = compile_kernel(_start_episodes)
 random_starts = compile_kernel(_random_starts)
-ONE_THREAD = Kernels(*map(compile_kernel, _PASSES), start_episodes, random_starts)
-"""The kernels on one thread."""
-THREADED = Kernels(*map(_threaded, _PASSES), start_episodes, random_starts)
-"""The kernels with their ``prange`` passes on numba's threads (the same games)."""
+observe = compile_kernel(_observe)
+masks = compile_kernel(_masks)

@@ -10,11 +10,8 @@ Importing this module imports numba; nothing compiles until a kernel is first ca
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
-import numba
 import numpy as np
 
 from ..game.encoding import ENCODINGS, MAX_LEGAL
@@ -23,58 +20,33 @@ from . import kernels
 from .batch import Batch, Generators, Outcome, Ply, Rules, Status
 from .tables import GameTables
 
-MAX_THREADS = numba.config.NUMBA_NUM_THREADS
-"""The most threads the kernels can use: numba's ``NUMBA_NUM_THREADS`` (the number of CPUs
-unless set)."""
-
-
-@contextlib.contextmanager
-def _numba_threads(threads: int) -> Iterator[None]:
-    """numba's parallel loops on ``threads`` threads, then back to what they were."""
-    before = numba.get_num_threads()
-    numba.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
-
-
-_ONE_THREAD = contextlib.nullcontext()
-
 
 class NumbaBackend:
     """A batch of games stepped by compiled kernels (see the module docstring); the methods
-    are the numpy backend's, documented there.
-
-    ``threads`` above 1 runs the kernels' passes that do not draw random numbers on that
-    many of numba's threads; the games are the same on any number of threads.
-    """
+    are the numpy backend's, documented there."""
 
     name = "numba"
 
-    def __init__(self, tables: GameTables, rules: Rules, num_envs: int, threads: int = 1) -> None:
+    def __init__(self, tables: GameTables, rules: Rules, num_envs: int) -> None:
         self.tables = tables
         self.rules = rules
-        self.threads = threads
         self.ply = Ply.zeros(num_envs)
         self._generators: Generators | None = None
         self._setup()
 
     def _setup(self) -> None:
-        """What is rebuilt rather than copied: the kernels, the records, the generators'
-        addresses."""
-        self._kernels = kernels.ONE_THREAD if self.threads == 1 else kernels.THREADED
+        """What is rebuilt rather than copied: the records and the generators' addresses."""
         self.records = kernels.board_records(self.tables)
         self._addresses = np.zeros((0, 3), dtype=np.uint64)
         if self._generators is not None:
             self.generators = self._generators
 
     def __getstate__(self) -> dict[str, Any]:
-        """For pickling and deep copies: without the kernels and the raw addresses of this
-        object's generators (a copy has generators of its own)."""
+        """For pickling and deep copies: without the records (shared by every batch of a
+        process) and the raw addresses of this object's generators (a copy has generators of
+        its own)."""
         state = self.__dict__.copy()
-        for name in ("_kernels", "records", "_addresses"):
-            del state[name]
+        del state["records"], state["_addresses"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -92,41 +64,33 @@ class NumbaBackend:
         self._generators = generators
         self._addresses = kernels.generator_addresses([generators.main, *generators.bots])
 
-    def _threads(self) -> Any:
-        return _ONE_THREAD if self.threads == 1 else _numba_threads(self.threads)
-
     # --- episodes --------------------------------------------------------------------------
     def start_episodes(self, batch: Batch, envs: np.ndarray, agent_color: int, first: int) -> None:
-        self._kernels.start_episodes(batch, envs, agent_color, first, self.ply, self._addresses)
+        kernels.start_episodes(batch, envs, agent_color, first, self.ply, self._addresses)
 
     def random_starts(self, batch: Batch, envs: np.ndarray) -> None:
         if self.rules.random_start:
-            self._kernels.random_starts(
-                batch, envs, self.rules, self.records, self.ply, self._addresses
-            )
+            kernels.random_starts(batch, envs, self.rules, self.records, self.ply, self._addresses)
 
     # --- a step ----------------------------------------------------------------------------
     def agent_moves(
         self, batch: Batch, actions: np.ndarray, by_slot: bool, raise_illegal: bool, out: Outcome
     ) -> tuple[int, int]:
-        with self._threads():
-            return self._kernels.agent_moves(
-                batch, actions, by_slot, raise_illegal, self.records, self.ply, out
-            )
+        return kernels.agent_moves(
+            batch, actions, by_slot, raise_illegal, self.records, self.ply, out
+        )
 
     def play_moves(self, batch: Batch, count: int, out: Outcome) -> int:
-        with self._threads():
-            return self._kernels.play_moves(
-                batch, self.ply, count, self.rules, self.records, self._addresses, out
-            )
+        return kernels.play_moves(
+            batch, self.ply, count, self.rules, self.records, self._addresses, out
+        )
 
     def bot_plies(
         self, batch: Batch, count: int, kinds: np.ndarray, out: Outcome
     ) -> tuple[Status, int]:
-        with self._threads():
-            status, count = self._kernels.bot_plies(
-                batch, self.ply, count, kinds, self.rules, self.records, self._addresses, out
-            )
+        status, count = kernels.bot_plies(
+            batch, self.ply, count, kinds, self.rules, self.records, self._addresses, out
+        )
         return Status(status), count
 
     # --- observations ----------------------------------------------------------------------
@@ -143,12 +107,10 @@ class NumbaBackend:
             out = np.empty((len(envs), ENCODINGS[encoding].size), dtype=np.float32)
         masks = np.empty((len(envs), NUM_SLOTS if encoding == "slots" else MAX_LEGAL), np.int8)
         view = kernels.view(self.tables, encoding)
-        with self._threads():
-            self._kernels.observe(batch, self.rules.target, view, envs, own, at_envs, out, masks)
+        kernels.observe(batch, self.rules.target, view, envs, own, at_envs, out, masks)
         return out, masks
 
     def masks(self, encoding: str, boards: np.ndarray) -> np.ndarray:
         out = np.empty((len(boards), NUM_SLOTS if encoding == "slots" else MAX_LEGAL), np.int8)
-        with self._threads():
-            self._kernels.masks(boards, self.records, encoding == "slots", out)
+        kernels.masks(boards, self.records, encoding == "slots", out)
         return out

@@ -230,13 +230,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       the agent then taking the side to move, so that it meets positions off the usual paths.
       0 is ButtonUp-v0's game.
     * ``backend``: ``"numba"`` (default, compiled) or ``"numpy"`` (the reference). Both give
-      the same games, observations and generator states for the same seed.
-    * ``threads`` (default 1, ``backend="numba"`` only): threads for the kernels' passes that
-      draw no random numbers (reading the actions, sowing, the bots' choices among their
-      candidates, the observations and masks; numba's parallel loops). The passes that draw
-      stay on one thread, in the order of the envs, so the games are the same on any number of
-      threads. At most numba's ``NUMBA_NUM_THREADS`` (the number of CPUs unless set). Speed
-      by threads: ``benchmarks/README.md``.
+      the same games, observations and generator states for the same seed, on one thread: to
+      use more cores, step a batch in each of several processes.
 
     ``reset(seed=...)`` makes the whole batch reproducible: the draws, the bots' tie-breaks
     and the sampling of stochastic policies all come from generators seeded from it.
@@ -265,7 +260,6 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         random_start: float = 0.0,
         random_start_moves: int = 6,
         backend: str = "numba",
-        threads: int = 1,
     ) -> None:
         if not is_whole_number(num_envs) or num_envs < 1:
             raise ValueError(f"num_envs={num_envs!r} is not allowed; use a whole number >= 1")
@@ -310,10 +304,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             random_start=self.random_start,
             random_start_moves=self.random_start_moves,
         )
-        self._backend = make_backend(backend, self.tables, rules, self.num_envs, threads)
+        self._backend = make_backend(backend, self.tables, rules, self.num_envs)
         self.backend: str = backend
         """The engine's backend: ``"numba"`` or ``"numpy"``."""
-        self.threads = int(threads)
 
         actions = NUM_SLOTS if encoding == "slots" else MAX_LEGAL
         self.single_action_space = spaces.Discrete(actions)
