@@ -1,7 +1,8 @@
 """The league: its batched matches beside the same matches one at a time, the fit, and the cost
 of one rating against the ladder beside a periodic evaluation of training.
 
-    python benchmarks/bench_league.py [--repeats 3] [--matches 200]
+    python benchmarks/bench_league.py [--repeats 3] [--matches 200] [--reference DIR]
+                                      [--only-reference]
 
 1. A league of 8 players (random, greedy, perfect-0.5, perfect-0.25, perfect-0.1, perfect-0.05,
    perfect, buttonup-ppo), ``--matches`` a pair, round robin (28 pairs): the batched matches
@@ -13,6 +14,16 @@ of one rating against the ladder beside a periodic evaluation of training.
    matches in the quick preset (50 against each bot, with the regret).
 
 Medians of the repeats, all in this process, one after the other.
+
+``--reference DIR`` also times another checkout of this repository (a ``git worktree`` of an
+earlier commit) beside this one: the batched matches of 1. and the rating of 3., each checkout
+in a fresh subprocess running its own ``benchmarks/bench_league.py`` (a warm-up, then the
+median of three), the two alternating ``--repeats`` times; it prints both checkouts' medians
+and the median of the per-repeat ratios (this checkout's time over the reference's).
+``--only-reference`` runs that comparison alone::
+
+    git worktree add --detach ../buttonup-d2d4121 d2d4121
+    python benchmarks/bench_league.py --repeats 9 --only-reference --reference ../buttonup-d2d4121
 """
 
 from __future__ import annotations
@@ -20,6 +31,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
+
+import checkouts  # benchmarks/checkouts.py, beside this script
 
 from buttonup_env.engine.tables import game_tables
 from buttonup_env.players.arena import make_player, play_pairs
@@ -58,15 +72,76 @@ def median_time(work: object, repeats: int) -> float:
     return statistics.median(times)
 
 
+REFERENCE_CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1] + "/benchmarks")
+import bench_league as bench
+matches = int(sys.argv[2])
+bench.game_tables()
+players = [bench.make_player(name) for name in bench.PLAYERS]
+pairs = bench.round_robin(len(players))
+play = lambda: bench.play_pairs(players, pairs, matches, seed=0)
+play()  # untimed: the policy's session, the caches warm
+policy = bench.load_policy("buttonup-ppo")
+bench.ladder_ratings()
+rate = lambda: bench.rate_against_ladder(policy, matches=300, seed=1000)
+rate()
+print(json.dumps({"batched matches": bench.median_time(play, 3),
+                  "one rating": bench.median_time(rate, 3)}))
+"""
+"""What each subprocess of ``--reference`` runs: the checkout's own players, league and timer
+(``sys.argv``: the checkout, the matches a pair)."""
+
+
+def compare_checkouts(reference: str, matches: int, repeats: int) -> None:
+    """Print this checkout's league times beside ``reference``'s (see the module
+    docstring)."""
+    commit = checkouts.describe(Path(reference), "bench_league.py")
+    here, there = checkouts.side_by_side(Path(reference), repeats, REFERENCE_CHILD, matches)
+    print(
+        f"this checkout ({checkouts.describe(checkouts.HERE, 'bench_league.py')}) against "
+        f"{commit}: seconds, each checkout in its own subprocess (median of 3 after a "
+        f"warm-up), median of {repeats} alternating repeats"
+    )
+    for name in here[0]:
+        mine = [r[name] for r in here]
+        theirs = [r[name] for r in there]
+        ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+        print(
+            f"  {name:16s} this {statistics.median(mine):.3f} s  {commit} "
+            f"{statistics.median(theirs):.3f} s  time ratio {statistics.median(ratios):.3f} "
+            "(per repeat: " + ", ".join(f"{r:.2f}" for r in ratios) + ")"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="repeats (medians are reported)")
     parser.add_argument("--matches", type=int, default=200, help="matches per pair")
+    parser.add_argument(
+        "--reference",
+        metavar="DIR",
+        help="also time the league of this checkout (e.g. a git worktree of an earlier "
+        "commit), its own code, beside this one's",
+    )
+    parser.add_argument(
+        "--only-reference", action="store_true", help="run the --reference comparison alone"
+    )
     args = parser.parse_args()
     if args.repeats < 1 or args.matches < 20:
         parser.error(
             f"--repeats must be >= 1 and --matches >= 20, got {args.repeats} and {args.matches}"
         )
+    if args.only_reference and args.reference is None:
+        parser.error("--only-reference needs --reference DIR")
+    if args.reference is not None:
+        try:
+            checkouts.describe(Path(args.reference), "bench_league.py")
+        except ValueError as error:
+            parser.error(str(error))
+        if args.only_reference:
+            compare_checkouts(args.reference, args.matches, args.repeats)
+            return
     game_tables()
     players = [make_player(name) for name in PLAYERS]
     pairs = round_robin(len(players))
@@ -102,6 +177,8 @@ def main() -> None:
     print(f"one rating against the default ladder (300 matches): {rating:.3f} s")
     print(f"a quick-preset periodic evaluation (3 x 50 matches with regret): {evaluation:.3f} s "
           f"(the rating adds {100 * rating / evaluation:.0f}%)")  # fmt: skip
+    if args.reference is not None:
+        compare_checkouts(args.reference, args.matches, args.repeats)
 
 
 if __name__ == "__main__":

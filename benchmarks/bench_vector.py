@@ -2,7 +2,7 @@
 
     python benchmarks/bench_vector.py [--sizes 1 64 1024 4096] [--seconds 2] [--repeats 3]
                                       [--pgx] [--pgx-one-thread] [--no-sync] [--no-memory]
-                                      [--no-compile]
+                                      [--no-compile] [--reference DIR] [--only-reference]
 
 For each batch size, back to back in this process and ``--repeats`` times (medians are
 reported; the machine is shared and noisy, so ratios measured back to back mean most):
@@ -10,8 +10,7 @@ reported; the machine is shared and noisy, so ratios measured back to back mean 
 * ``ButtonUpVectorEnv`` (the compiled default, one thread) against the random and against the
   perfect opponent, observations included (the 246-float ``slots`` encoding); against the
   random one also counting the time in ``step`` alone (``step only``: the player's time left
-  out), with ``threads=2`` (when numba has two threads) and with ``backend="numpy"``, the
-  reference implementation;
+  out), and with ``backend="numpy"``, the reference implementation;
 * Gymnasium's ``CartPoleVectorEnv`` (``gym.make_vec("CartPole-v1", vectorization_mode=
   "vector_entry_point")``);
 * ButtonUp-v0 in a ``SyncVectorEnv`` (``vectorization_mode="sync"``), one game at a time
@@ -30,6 +29,17 @@ about ``--seconds`` (at least 3 steps).
 Then, each in fresh subprocesses: the compile time of the compiled env (its first reset and
 step in a process with an empty numba cache, then again in a second process that loads the
 cache), and the resident memory of a process holding a 4,096-env batch, tables included.
+
+``--reference DIR`` also times another checkout of this repository (a ``git worktree`` of an
+earlier commit) beside this one: at each size, ``--repeats`` times, the ``ButtonUpVectorEnv``
+rows against the random and the perfect opponent and the random one's step alone, each
+checkout in a fresh subprocess running its own ``benchmarks/bench_vector.py`` (its ``rate``),
+the two alternating; it prints both checkouts' medians and the median of the per-repeat
+ratios. ``--only-reference`` runs that comparison alone::
+
+    git worktree add --detach ../buttonup-d2d4121 d2d4121
+    python benchmarks/bench_vector.py --sizes 4096 --repeats 9 --only-reference \
+        --reference ../buttonup-d2d4121
 """
 
 from __future__ import annotations
@@ -42,8 +52,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import checkouts  # benchmarks/checkouts.py, beside this script
 import gymnasium as gym
 import numpy as np
 
@@ -179,8 +191,47 @@ print(base, rss())
 
 
 STEP_ONLY = "ButtonUpVectorEnv, random, step only"
-"""The random opponent's figure over the time in ``step`` alone, the random player's left out
-(at 4,096 envs the player's mask-weighted random draw takes about 0.2 ms a step)."""
+"""The random opponent's figure over the time in ``step`` alone, the random player's left out."""
+
+REFERENCE_CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1] + "/benchmarks")
+import bench_vector as bench
+n, seconds = int(sys.argv[2]), float(sys.argv[3])
+rates = {}
+for name, opponent, step_only in (("random", "random", False), ("perfect", "perfect", False),
+                                  ("random, step only", "random", True)):
+    env = bench.ButtonUpVectorEnv(n, opponent=opponent)
+    bench.rate(env, True, min(seconds, 0.5))  # untimed: the kernels loaded, the caches warm
+    rates[name] = bench.rate(env, True, seconds, step_only=step_only)
+print(json.dumps(rates))
+"""
+"""What each subprocess of ``--reference`` runs: the checkout's own ``rate`` of its
+``ButtonUpVectorEnv`` (``sys.argv``: the checkout, the number of envs, the seconds)."""
+
+
+def compare_checkouts(reference: str, sizes: list[int], seconds: float, repeats: int) -> None:
+    """Print this checkout's ``ButtonUpVectorEnv`` rates beside ``reference``'s (see the
+    module docstring)."""
+    commit = checkouts.describe(Path(reference), "bench_vector.py")
+    print(
+        f"this checkout ({checkouts.describe(checkouts.HERE, 'bench_vector.py')}) against "
+        f"{commit}: agent steps per second, each checkout in its own subprocess, median of "
+        f"{repeats} alternating repeats of about {seconds:g} s"
+    )
+    for n in sizes:
+        here, there = checkouts.side_by_side(Path(reference), repeats, REFERENCE_CHILD, n, seconds)
+        for name in here[0]:
+            mine = [r[name] for r in here]
+            theirs = [r[name] for r in there]
+            ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+            print(
+                f"  {n:>6,} envs, {name:18s} this {statistics.median(mine):>12,.0f}  "
+                f"{commit} {statistics.median(theirs):>12,.0f}  ratio "
+                f"{statistics.median(ratios):.3f} (per repeat: "
+                + ", ".join(f"{r:.2f}" for r in ratios)
+                + ")"
+            )
 
 
 def main() -> None:
@@ -193,12 +244,31 @@ def main() -> None:
     parser.add_argument("--no-sync", action="store_true", help="leave out the SyncVectorEnv")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     parser.add_argument("--no-compile", action="store_true", help="skip the compile times")
+    parser.add_argument(
+        "--reference",
+        metavar="DIR",
+        help="also time the ButtonUpVectorEnv of this checkout (e.g. a git worktree of an "
+        "earlier commit), its own code, beside this one's",
+    )
+    parser.add_argument(
+        "--only-reference", action="store_true", help="run the --reference comparison alone"
+    )
     args = parser.parse_args()
     if args.repeats < 1 or min(args.sizes) < 1 or not args.seconds > 0:
         parser.error(
             f"--repeats and --sizes must be >= 1 and --seconds > 0, got {args.repeats}, "
             f"{args.sizes} and {args.seconds}"
         )
+    if args.only_reference and args.reference is None:
+        parser.error("--only-reference needs --reference DIR")
+    if args.reference is not None:
+        try:
+            checkouts.describe(Path(args.reference), "bench_vector.py")
+        except ValueError as error:
+            parser.error(str(error))
+        if args.only_reference:
+            compare_checkouts(args.reference, args.sizes, args.seconds, args.repeats)
+            return
     if args.pgx:
         if args.pgx_one_thread:  # before jax is imported
             os.environ["XLA_FLAGS"] = (
@@ -210,19 +280,11 @@ def main() -> None:
         except ImportError:
             parser.error('--pgx needs jax and pgx: pip install -e ".[bench]"')
 
-    from buttonup_env.engine import kernels
-
-    two_threads = kernels.numba.config.NUMBA_NUM_THREADS >= 2
     makers: dict[str, tuple[Callable[[int], Any], bool]] = {
         "ButtonUpVectorEnv, random": (lambda n: ButtonUpVectorEnv(n, opponent="random"), True),
         "ButtonUpVectorEnv, perfect": (lambda n: ButtonUpVectorEnv(n, opponent="perfect"), True),
         STEP_ONLY: (lambda n: ButtonUpVectorEnv(n, opponent="random"), True),
     }
-    if two_threads:
-        makers["ButtonUpVectorEnv, random, threads=2"] = (
-            lambda n: ButtonUpVectorEnv(n, opponent="random", threads=2),
-            True,
-        )
     makers["ButtonUpVectorEnv, random, numpy"] = (
         lambda n: ButtonUpVectorEnv(n, opponent="random", backend="numpy"),
         True,
@@ -240,7 +302,7 @@ def main() -> None:
         for game in ("tic_tac_toe", "connect_four"):
             makers[f"pgx {game}"] = (lambda n, game=game: PgxGame(game, n), False)
 
-    warm = ButtonUpVectorEnv(2, threads=2 if two_threads else 1)  # tables, kernels compiled
+    warm = ButtonUpVectorEnv(2)  # the tables built, the kernels compiled
     warm.reset(seed=0)
     warm.step(warm.action_masks().argmax(axis=1))
     print(
@@ -294,6 +356,8 @@ def main() -> None:
             f"an empty numba cache (every kernel), {cached:.2f} s in the next process (from the "
             "cache)"
         )
+    if args.reference is not None:
+        compare_checkouts(args.reference, args.sizes, args.seconds, args.repeats)
     if not args.no_memory:
         for backend in ("numba", "numpy"):
             base, full = resident_memory(4096, backend)

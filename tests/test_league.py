@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from buttonup_env.engine.numpy_backend import observations
 from buttonup_env.engine.tables import game_tables
 from buttonup_env.game import solver
 from buttonup_env.game.encoding import ENCODINGS
@@ -76,8 +77,8 @@ def test_observations_from_board_numbers_are_the_encodings(encoding: str) -> Non
     states = positions(0, 300)
     boards, _, score = board_numbers(states)
     for own in (0, 1):
-        got = game_tables().observations(
-            encoding, boards, np.full(len(states), own), score, target=15
+        got = observations(
+            game_tables(), encoding, boards, np.full(len(states), own), score, target=15
         )
         expected = np.stack([ENCODINGS[encoding].encode(s, COLORS[own]) for s in states])
         assert got.dtype == np.float32 and np.array_equal(got, expected)

@@ -26,48 +26,37 @@ COLORS = ("R", "B")
 
 class Recorder:
     """Records what the env drew and chose (layouts, agents, starters, every move), so that a
-    reference made of :class:`State` objects can replay it with the rules engine alone."""
+    reference made of :class:`State` objects can replay it with the rules engine alone: it
+    listens to the steps of the env's engine (the numpy backend)."""
 
     def __init__(self, env: ButtonUpVectorEnv) -> None:
         self.events: list[tuple[Any, ...]] = []
-        move, start, end = env._move, env._start_episodes, env._end_rounds
-        random_starts = env._random_starts
-        held: list[np.ndarray] = []
+        engine = env._backend
+        move, start, end = engine.move, engine.start_episodes, engine.end_rounds
+        random_starts = engine.random_starts
 
-        def hold(idx: np.ndarray) -> None:  # random starts wait until the round is recorded
-            held.append(idx.copy())
-
-        def call_holding(function: Any, *args: Any) -> None:
-            env._random_starts = hold
-            try:
-                function(*args)
-            finally:
-                env._random_starts = random_starts
-
-        def release() -> None:
-            while held:
-                random_starts(held.pop(0))  # their moves go through record_move
-
-        def record_start(idx: np.ndarray) -> None:
-            call_holding(start, idx)
+        def record_start(batch: Any, idx: np.ndarray, *args: Any) -> None:
+            start(batch, idx, *args)
             self.events.append(
-                ("start", idx.copy(), env._board[idx].copy(), env._agent[idx].copy(),
-                 env._starter[idx].copy())
+                ("start", idx.copy(), batch.board[idx].copy(), batch.agent[idx].copy(),
+                 batch.starter[idx].copy())
             )  # fmt: skip
-            release()
-            self.events.append(("agents", idx.copy(), env._agent[idx].copy()))  # after them
 
-        def record_move(idx: np.ndarray, slots: np.ndarray, out: dict) -> None:
+        def record_random_starts(batch: Any, idx: np.ndarray) -> None:
+            random_starts(batch, idx)  # their moves go through record_move
+            self.events.append(("agents", idx.copy(), batch.agent[idx].copy()))  # after them
+
+        def record_move(batch: Any, idx: np.ndarray, slots: np.ndarray) -> np.ndarray:
             self.events.append(("move", idx.copy(), np.asarray(slots).copy()))
-            move(idx, slots, out)
+            return move(batch, idx, slots)
 
-        def record_end(idx: np.ndarray, out: dict) -> None:
-            call_holding(end, idx, out)
-            going = idx[~env._done[idx]]
-            self.events.append(("next_round", going.copy(), env._board[going].copy()))
-            release()
+        def record_end(batch: Any, idx: np.ndarray, out: Any) -> None:
+            end(batch, idx, out)
+            going = idx[~batch.done[idx]]
+            self.events.append(("next_round", going.copy(), batch.board[going].copy()))
 
-        env._start_episodes, env._move, env._end_rounds = record_start, record_move, record_end
+        engine.start_episodes, engine.random_starts = record_start, record_random_starts
+        engine.move, engine.end_rounds = record_move, record_end
 
     def take(self) -> list[tuple[Any, ...]]:
         events, self.events = self.events, []
@@ -311,20 +300,20 @@ def test_same_seed_same_games_other_seed_other_games(opponent: str) -> None:
 
 def opponent_moves(env: ButtonUpVectorEnv, steps: int = 60) -> list[tuple[State, int]]:
     """(position, slot) of every opponent move in ``steps`` steps of random agents (of a
-    numpy env, whose moves go through ``_move``; the compiled env equals it, see
+    numpy env, whose moves go through its engine's ``move``; the compiled env equals it, see
     test_compiled.py)."""
     assert env.backend == "numpy"
     moves: list[tuple[State, int]] = []
-    play = env._move
+    play = env._backend.move
 
-    def spy(idx: np.ndarray, slots: np.ndarray, out: dict) -> None:
+    def spy(batch: Any, idx: np.ndarray, slots: np.ndarray) -> np.ndarray:
         states = env.states()
         for i, slot in zip(idx, slots, strict=True):
             if env._to_move[i] != env._agent[i]:
                 moves.append((states[i], int(slot)))
-        play(idx, slots, out)
+        return play(batch, idx, slots)
 
-    env._move = spy  # type: ignore[method-assign]
+    env._backend.move = spy
     rollout(env, 3, steps)
     return moves
 
@@ -552,3 +541,28 @@ def test_render_ansi() -> None:
     texts = env.render()
     assert len(texts) == 2 and all("slot 0" in t or "0" in t for t in texts)
     assert ButtonUpVectorEnv(2).render() is None
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "message"),
+    [
+        ("bench_vector.py", ["--reference", "nowhere"], "no benchmarks/bench_vector.py there"),
+        ("bench_vector.py", ["--only-reference"], "--only-reference needs --reference DIR"),
+        ("bench_league.py", ["--reference", "nowhere"], "no benchmarks/bench_league.py there"),
+        ("bench_league.py", ["--only-reference"], "--only-reference needs --reference DIR"),
+    ],
+)
+def test_the_benchmarks_refuse_a_bad_reference(script: str, args: list[str], message: str) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert message in done.stderr.splitlines()[-1]  # argparse: the usage, then one error line

@@ -1,2 +1,2 @@
-"""The batched engine: the whole game as tables of boards and moves, and thousands of games played
-at once over them (a numpy reference and compiled numba kernels)."""
+"""The batched engine: thousands of games played at once as arrays over tables of every board,
+by a readable numpy backend or a compiled numba one."""

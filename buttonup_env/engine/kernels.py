@@ -1,18 +1,19 @@
-"""The compiled step of :class:`~buttonup_env.envs.vector.ButtonUpVectorEnv`: numba kernels.
+"""The numba kernels of the batched engine: the compiled passes of
+:class:`~buttonup_env.engine.numba_backend.NumbaBackend`.
 
-``ButtonUpVectorEnv(..., backend="numba")`` (the default) plays its games with the functions
-here; ``backend="numpy"`` keeps the array operations of :mod:`buttonup_env.envs.vector`, the
-readable reference that the tests replay with the rules engine. The two give the same games
-bit for bit: the same moves, the same draws from the same generators in the same order, the
-same observations (the tests compare them after every step).
+Each kernel plays one operation of the engine on a whole
+:class:`~buttonup_env.engine.batch.Batch` (the games' arrays, taken whole as a named tuple),
+the same operation as the numpy backend's method of that name
+(:class:`~buttonup_env.engine.numpy_backend.NumpyBackend`, the readable reference): the same
+moves, the same draws from the same generators in the same order, the same observations. The
+tests compare the two after every step.
 
-Each kernel is a few flat passes over the batch, or over the envs of the current ply (one env
-after another inside a pass, so that the look-ups of different envs overlap in the CPU, and
-prefetching a few envs ahead), reading one 64-byte record per board (:func:`board_records`)
-that holds everything a move needs. What draws random numbers
-(the bots' tie-breaks, new layouts, colours, starters, random starts) runs on one thread, in
-env order, so that every draw is the numpy env's; the observations and masks are passes of
-their own, which run on ``threads`` threads when that is above 1.
+A kernel is a few flat passes over the batch, or over the games of the current ply (one game
+after another inside a pass, so that the look-ups of different games overlap in the CPU,
+prefetching a few games ahead), reading one 64-byte record per board (:func:`board_records`)
+that holds everything a move needs. The passes that draw random numbers (the bots' tie-breaks,
+new layouts, colours, starters, random starts) go through the games in their order, so that
+every draw is the numpy backend's; the observations and masks are passes of their own.
 
 The generators are numpy's: a kernel draws through the bit generator's own functions
 (``Generator.bit_generator.ctypes``, the C interface numpy documents), so a draw here
@@ -24,6 +25,9 @@ Nothing compiles on import: numba compiles each kernel when it is first called (
 seconds in all) and caches the machine code (``cache=True``): next to this file when that
 folder is writable, otherwise in numba's user-wide cache folder (``~/.cache/numba``, or
 ``$NUMBA_CACHE_DIR`` when set), from where later processes load it in a fraction of a second.
+Numba checks a cached kernel against this file alone, so the kernels call nothing outside it
+but numba itself (the reward arithmetic of :func:`~buttonup_env.engine.batch.round_reward` is
+spelled out here); the constants they read from other modules are the game's fixed facts.
 """
 
 from __future__ import annotations
@@ -31,39 +35,35 @@ from __future__ import annotations
 import ctypes
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import prange, types
+from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 
 from ..game.encoding import BOARD_FEATURES, MAX_LEGAL, STACK_FEATURES
 from ..game.rules import LAYOUTS, MAX_ROUND_MARGIN, NUM_SLOTS
-from .tables import RED, GameTables
+from .batch import BLACK, MAX_PLIES, POLICY, POLICY_MOVE, RED, Status
+from .tables import GameTables
 
 NUM_LAYOUTS = len(LAYOUTS)
 
 # --- compiling -------------------------------------------------------------------------------
 
 
-def compile_kernel(function: Callable[..., Any], parallel: bool = False) -> Any:
+def compile_kernel(function: Callable[..., Any]) -> Any:
     """``function`` as a numba dispatcher that compiles on first call and caches its code.
 
     Without any writable cache folder (a read-only package and home) numba refuses
     ``cache=True``; the kernels then compile in every process instead.
     """
     try:
-        return numba.njit(cache=True, nogil=True, parallel=parallel)(function)
+        return numba.njit(cache=True, nogil=True)(function)
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True, parallel=parallel)(function)
-
-
-def _serial_and_parallel(function: Callable[..., Any]) -> tuple[Any, Any]:
-    """The same pass compiled twice: on one thread, and with numba's parallel loops."""
-    return compile_kernel(function), compile_kernel(function, parallel=True)
+        return numba.njit(nogil=True)(function)
 
 
 # --- the generators ----------------------------------------------------------------------------
@@ -259,21 +259,75 @@ def observation_records(tables: GameTables, encoding: str) -> np.ndarray:
 
 
 # --- the game ----------------------------------------------------------------------------------
-# A ply is a list of envs (ascending, ``envs[:count]``) and each one's slot (``slot[env]``). The
-# envs whose opponent is to move after a ply are among those that moved in it, so each ply's
-# list is the previous one, filtered in place.
+# A ply is a list of games (``ply.envs[:count]``, ascending) and each one's slot
+# (``ply.slot[env]``); see buttonup_env.engine.batch.Ply. Each kernel first takes the arrays it
+# needs out of the named tuples it gets, once, outside its loops: numba counts references on
+# an array each time it is taken out of a tuple or handed to a function (even an inlined one),
+# so nothing inside a loop does either.
 
 
-def _agent_moves(actions, by_slot, board, records, raise_illegal, slot, illegal, done, reward,
-                 envs):  # fmt: skip
-    """The agents' moves: ``envs[:count]`` the envs whose agent lifts a legal slot
-    (``slot[env]``); ``illegal[i]`` for the others. Returns (the first env with an illegal
-    action or -1, count). Unless ``raise_illegal``, the illegal actions end their episodes
-    with reward -1; with it nothing else changes (the caller raises)."""
+@numba.njit(inline="always")
+def _moves_and_round_ends(batch, ply, count, rules, records, g, out):
+    """Play the ply and end the rounds that end (the numpy backend's ``play_moves``: its
+    ``move``, then its ``end_rounds``). Returns how many rounds ended, their games in
+    ``ply.ended`` (ascending)."""
+    envs, slot, ended_envs = ply.envs, ply.slot, ply.ended
+    board, to_move, agent, starter = batch.board, batch.to_move, batch.agent, batch.starter
+    score, done = batch.score, batch.done
+    reward, round_points, has_points = out.reward, out.round_points, out.has_points
+    ended = 0
+    for k in range(count):  # pass 1: sow (the board's record holds the move's outcome)
+        i = envs[k]
+        b, s = board[i], slot[i]
+        flags = records[b, FLAGS]
+        board[i] = records[b, NEXT + s]
+        if (flags >> s) & 1 == 0:  # no extra turn: the turn passes
+            to_move[i] = 1 - to_move[i]
+        if (flags >> (ENDS_BIT + s)) & 1:
+            ended_envs[ended] = i
+            ended += 1
+    for k in range(ended):  # pass 2, in the order of the games: the rounds that ended
+        i = ended_envs[k]
+        margin = np.int64(records[board[i], MARGIN])  # Red's
+        red, black = max(margin, 0), max(-margin, 0)
+        score[i, 0] += red
+        score[i, 1] += black
+        round_points[i, 0] = red
+        round_points[i, 1] = black
+        has_points[i] = True
+        agent_margin = margin if agent[i] == RED else -margin
+        # round_reward and match_reward of buttonup_env.engine.batch, spelled out
+        if rules.round_reward:
+            reward[i] += agent_margin / MAX_ROUND_MARGIN
+        if rules.round_episodes:
+            if not rules.round_reward:
+                reward[i] += np.sign(agent_margin)
+            done[i] = True
+        elif max(score[i, 0], score[i, 1]) >= rules.target:  # the match is won
+            winner = RED if score[i, 0] >= score[i, 1] else BLACK
+            reward[i] += 1.0 if winner == agent[i] else -1.0
+            done[i] = True
+        else:
+            # the starting rule: the player behind on points starts; after a tie, the one
+            # who did not start the round before
+            if score[i, 0] == score[i, 1]:
+                starter[i] = 1 - starter[i]
+            else:
+                starter[i] = RED if score[i, 0] < score[i, 1] else BLACK
+            to_move[i] = starter[i]
+            board[i] = _below(g, MAIN, NUM_LAYOUTS)  # the next round's layout
+    return ended
+
+
+def _agent_moves(batch, actions, by_slot, raise_illegal, records, ply, out):
+    """The agents' actions (the numpy backend's ``agent_moves``): the legal ones become the
+    ply; returns (the first game with an illegal action or -1, the ply's count)."""
+    board, done, envs, slot = batch.board, batch.done, ply.envs, ply.slot
+    illegal, reward = out.illegal, out.reward
+    n = len(actions)
     first = -1
     count = 0
-    n = len(actions)
-    for i in range(n):
+    for i in range(n):  # is each action a legal move, and of which slot
         if i + AHEAD < n:
             _prefetch_row(records, board[i + AHEAD])
         flags = records[board[i], FLAGS]
@@ -291,168 +345,106 @@ def _agent_moves(actions, by_slot, board, records, raise_illegal, slot, illegal,
             count += 1
         elif first < 0:
             first = i
-    if first >= 0 and not raise_illegal:
-        for i in range(len(actions)):
+    if first >= 0 and not raise_illegal:  # the illegal actions end their episodes
+        for i in range(n):
             if illegal[i]:
                 reward[i] = -1.0
                 done[i] = True
     return first, count
 
 
-def _play_moves(envs, count, slot, board, to_move, agent, starter, score, done, records,
-                round_episodes, round_reward, target, g, reward, round_points, has_points,
-                ended):  # fmt: skip
-    """Lift ``slot[env]`` in the envs ``envs[:count]`` (legal moves); then score the rounds
-    that ended, and end the episodes or deal the next rounds (the numpy env's ``_move`` and
-    ``_end_rounds``). Returns how many rounds ended, their envs in ``ended`` (ascending)."""
-    # pass 1: sow; the mover keeps the turn after an extra turn
-    over = 0
-    for k in range(count):
-        i = envs[k]
-        s = slot[i]
-        b = board[i]
-        flags = records[b, FLAGS]
-        board[i] = records[b, NEXT + s]
-        if (flags >> s) & 1 == 0:
-            to_move[i] = 1 - to_move[i]
-        if (flags >> (ENDS_BIT + s)) & 1:
-            ended[over] = i
-            over += 1
-    # pass 2: the rounds that ended, in env order (the next layouts are drawn in that order)
-    for k in range(over):
-        i = ended[k]
-        margin = np.int64(records[board[i], MARGIN])  # Red's
-        red, black = max(margin, 0), max(-margin, 0)
-        score[i, 0] += red
-        score[i, 1] += black
-        round_points[i, 0] = red
-        round_points[i, 1] = black
-        has_points[i] = True
-        agent_margin = margin if agent[i] == RED else -margin
-        # the rewards of buttonup_env.envs.interface.round_reward and match_reward, spelled out
-        if round_reward:
-            reward[i] += agent_margin / MAX_ROUND_MARGIN
-        if round_episodes:
-            if not round_reward:
-                reward[i] += np.sign(agent_margin)
-            done[i] = True
-            continue
-        if max(score[i, 0], score[i, 1]) >= target:  # the match is won
-            winner = 0 if score[i, 0] >= score[i, 1] else 1
-            reward[i] += 1.0 if winner == agent[i] else -1.0
-            done[i] = True
-            continue
-        # the starting rule: the trailing player starts, after a tie the other one
-        if score[i, 0] == score[i, 1]:
-            starter[i] = 1 - starter[i]
-        else:
-            starter[i] = 0 if score[i, 0] < score[i, 1] else 1
-        to_move[i] = starter[i]
-        board[i] = _below(g, MAIN, NUM_LAYOUTS)
-    return over
+def _play_moves(batch, ply, count, rules, records, g, out):
+    """Play ``ply.slot`` in the games ``ply.envs[:count]`` and end the rounds that end (the
+    numpy backend's ``play_moves``): returns how many ended, their games in ``ply.ended``."""
+    return _moves_and_round_ends(batch, ply, count, rules, records, g, out)
 
 
-def _opponent_slots(envs, count, board, to_move, agent, done, opponent, player_bot, records,
-                    g, slot, draws):  # fmt: skip
-    """Keep in ``envs`` the envs of ``envs[:count]`` whose opponent is to move, and set
-    ``slot[env]``: drawn here for the bots (``player_bot[k]`` the bot of player k: 0 random,
-    1 greedy, 2 perfect; ``draws`` is scratch), -2 for a policy (the caller fills it in).
-    Returns (how many are kept, policies among them)."""
-    pending = 0
-    policies = 0
-    for k in range(count):  # pass 1: who moves, and the bots' tie-breaking draws
-        i = envs[k]
-        if done[i] or to_move[i] == agent[i]:
-            continue
-        envs[pending] = i
-        pending += 1
-        bot = player_bot[opponent[i]]
-        if bot < 0:
-            slot[i] = -2
-            policies += 1
-        else:
-            draws[i] = _random(g, RANDOM_BOT + bot)
-    for k in range(pending):  # pass 2: the bots' candidates
-        if k + AHEAD < pending:
-            _prefetch_row(records, board[envs[k + AHEAD]])
-        i = envs[k]
-        bot = player_bot[opponent[i]]
-        if bot < 0:
-            continue
-        if bot == 0:
-            word = records[board[i], RANDOM]
-        elif bot == 1:
-            word = records[board[i], GREEDY + to_move[i]]
-        else:
-            word = records[board[i], PERFECT + to_move[i]]
-        choice = np.int64(draws[i] * ((word >> 12) & 3))  # one of the candidates, uniformly
-        slot[i] = (word >> (4 * choice)) & 15
-    return pending, policies
-
-
-def _bot_plies(envs, count, board, to_move, agent, starter, score, done, opponent, player_bot,
-               records, round_episodes, round_reward, target, g, reward, round_points,
-               has_points, ended, slot, draws):  # fmt: skip
-    """The opponents' moves in the envs ``envs[:count]``, one ply (a move of every opponent
-    to move) after another, until every one of them waits for its agent (returns (0, 0)) or
-    a policy is to move (returns (1, pending): ``envs[:pending]`` is the ply, ``slot`` holds
-    the bots' moves and -2 where a policy moves). Rounds end only in the bots' envs here."""
-    for _ in range(10 * NUM_SLOTS):  # far more than any chain of opponent moves
-        count, policies = opponent_slots(
-            envs, count, board, to_move, agent, done, opponent, player_bot, records, g, slot,
-            draws,
-        )  # fmt: skip
+def _bot_plies(batch, ply, count, kinds, rules, records, g, out):
+    """The opponents' plies while bots alone are to move (the numpy backend's ``bot_plies``):
+    returns (a Status, the current ply's count)."""
+    envs, slot, draws = ply.envs, ply.slot, ply.draws
+    board, to_move, agent = batch.board, batch.to_move, batch.agent
+    done, opponent = batch.done, batch.opponent
+    for _ in range(MAX_PLIES):
+        # pass 1: keep the games whose opponent is to move, and draw each bot's number from
+        # its generator
+        pending = 0
+        policies = 0
+        for k in range(count):
+            i = envs[k]
+            if done[i] or to_move[i] == agent[i]:
+                continue
+            envs[pending] = i
+            pending += 1
+            kind = kinds[opponent[i]]
+            if kind == POLICY:
+                slot[i] = POLICY_MOVE
+                policies += 1
+            else:
+                draws[i] = _random(g, RANDOM_BOT + kind)
+        count = pending
         if count == 0:
-            return 0, 0
+            return Status.WAITING, 0
+        for k in range(count):  # pass 2: each bot's slot, one of its candidates
+            if k + AHEAD < count:
+                _prefetch_row(records, board[envs[k + AHEAD]])
+            i = envs[k]
+            kind = kinds[opponent[i]]
+            if kind == POLICY:
+                continue
+            b = board[i]
+            if kind == 0:
+                word = records[b, RANDOM]
+            elif kind == 1:
+                word = records[b, GREEDY + to_move[i]]
+            else:
+                word = records[b, PERFECT + to_move[i]]
+            choice = np.int64(draws[i] * ((word >> 12) & 3))  # uniformly among them
+            slot[i] = (word >> (4 * choice)) & 15
         if policies > 0:
-            return 1, count
-        play_moves(envs, count, slot, board, to_move, agent, starter, score, done, records,
-                   round_episodes, round_reward, target, g, reward, round_points, has_points,
-                   ended)  # fmt: skip
-    return 2, count  # the caller raises: a bug
+            return Status.POLICIES, count
+        _moves_and_round_ends(batch, ply, count, rules, records, g, out)  # passes 3 and 4
+    return Status.RUNAWAY, count
 
 
-play_moves = compile_kernel(_play_moves)
-agent_moves = compile_kernel(_agent_moves)
-opponent_slots = compile_kernel(_opponent_slots)
-bot_plies = compile_kernel(_bot_plies)
-
-
-def _start_episodes(envs, agent_color, first, board, to_move, agent, starter, score, done, g):
-    """New episodes in the envs ``envs`` (ascending): the agent's colour (``agent_color``, or
-    drawn when -1), the starter (``first``, or drawn), a layout. From the batch's generator
-    in the numpy env's order: every colour, then every starter, then every layout."""
+def _start_episodes(batch, envs, agent_color, first, ply, g):
+    """New episodes in the games ``envs`` (the numpy backend's ``start_episodes``): every
+    colour, then every starter, then every layout, drawn in that order."""
+    board, to_move, agent, starter = batch.board, batch.to_move, batch.agent, batch.starter
+    score, done, ply_envs = batch.score, batch.done, ply.envs
     for i in envs:
         agent[i] = _below(g, MAIN, 2) if agent_color < 0 else agent_color
     for i in envs:
         starter[i] = _below(g, MAIN, 2) if first < 0 else first
-    for i in envs:
+    for k in range(len(envs)):
+        i = envs[k]
         to_move[i] = starter[i]
         score[i, 0] = 0
         score[i, 1] = 0
         board[i] = _below(g, MAIN, NUM_LAYOUTS)
         done[i] = False
+        ply_envs[k] = i
 
 
-def _random_starts(envs, probability, max_moves, board, to_move, agent, records, g, chosen,
-                   moves):  # fmt: skip
-    """``random_start`` in the new rounds of ``envs`` (ascending): with ``probability``, 1 to
-    ``max_moves`` moves drawn uniformly among the legal ones, played by whoever is to move;
-    the agent then takes the side to move. The draws in the numpy env's order: whether each
-    round starts at random, how many moves each, then the first move of each, the second...
-    (``chosen`` and ``moves`` are scratch)."""
+def _random_starts(batch, envs, rules, records, ply, g):
+    """``random_start`` in the new rounds of ``envs`` (the numpy backend's
+    ``random_starts``): whether each starts so, how many moves each, then the first move of
+    each, the second... (``ply.chosen`` and ``ply.moves`` hold the first two)."""
+    board, to_move, agent = batch.board, batch.to_move, batch.agent
+    chosen, moves = ply.chosen, ply.moves
+    probability, most = rules.random_start, rules.random_start_moves
     for i in envs:
         chosen[i] = _random(g, MAIN) < probability
     for i in envs:
         if chosen[i]:
-            moves[i] = 1 + _below(g, MAIN, max_moves)
-    for k in range(max_moves):
+            moves[i] = 1 + _below(g, MAIN, most)
+    for k in range(most):
         for i in envs:
             if chosen[i] and moves[i] > k:  # six moves leave three stacks: no round ends
                 b = board[i]
                 word = records[b, RANDOM]
                 s = (word >> (4 * np.int64(_random(g, MAIN) * ((word >> 12) & 3)))) & 15
-                board[i] = records[b, NEXT + s]
+                board[i] = records[b, NEXT + s]  # sow, as play_moves does
                 if (records[b, FLAGS] >> s) & 1 == 0:
                     to_move[i] = 1 - to_move[i]
     for i in envs:
@@ -460,41 +452,52 @@ def _random_starts(envs, probability, max_moves, board, to_move, agent, records,
             agent[i] = to_move[i]
 
 
-start_episodes = compile_kernel(_start_episodes)
-random_starts = compile_kernel(_random_starts)
-
-
 # --- observations and masks --------------------------------------------------------------------
 
 
-def _observe(
-    rows,
-    scatter,
-    board,
-    own,
-    score,
-    target,
-    records,
-    planes,
-    num_stacks,
-    places,
-    flags,
-    ids,
-    out,
-    masks,
-):
-    """The observations of the envs ``rows`` from the side of ``own`` (one colour per row)
-    into ``out`` (row j, or row ``rows[j]`` when ``scatter``) and their masks into ``masks``
-    (row j): ``places`` 9 for ``slots``, 27 for the views (``flags``: the afterstates' two
-    flags after each view; ``ids`` has room for them after the planes). Two passes: the
-    planes to copy (one record per board), then the copying, 27 floats per stack."""
+class View(NamedTuple):
+    """What the observation kernel reads for one encoding (see :func:`view`)."""
+
+    records: np.ndarray
+    """:func:`observation_records` of the encoding."""
+    planes: np.ndarray
+    """The tables' ``flat_planes``: 27 floats per (side, stack)."""
+    num_stacks: int
+    """Stacks in the tables (the planes seen by Black start here)."""
+    places: int
+    """Stacks an observation shows (:data:`PLACES`)."""
+    flags: bool
+    """The afterstates' two flags follow each view."""
+
+
+@functools.lru_cache(maxsize=6)
+def view(tables: GameTables, encoding: str) -> View:
+    """The :class:`View` of ``encoding`` (its records built once per process)."""
+    return View(
+        observation_records(tables, encoding),
+        tables.flat_planes,
+        len(tables.stacks),
+        PLACES[encoding],
+        encoding == "afterstates",
+    )
+
+
+def _observe(batch, target, view, envs, own, at_envs, out, masks):
+    """The observations of the games ``envs`` from the side of ``own`` (one colour per game)
+    into ``out`` (row j, or row ``envs[j]`` when ``at_envs``) and their masks into ``masks``
+    (row j): the numpy backend's ``observe``. Two passes: the planes to copy (one record per
+    board) and the masks, then the copying, 27 floats per stack."""
+    board, score = batch.board, batch.score
+    records, planes, num_stacks = view.records, view.planes, view.num_stacks
+    places, flags = view.places, view.flags
     width = records.shape[1]
     by_slot = places == NUM_SLOTS
-    n = len(rows)
-    for j in prange(n):  # pass 1: which planes, and the masks
+    n = len(envs)
+    ids = np.empty((n, places + 1), dtype=np.int32)
+    for j in range(n):  # pass 1: which planes, and the masks
         if j + AHEAD < n:
-            _prefetch_row(records, board[rows[j + AHEAD]])
-        b = board[rows[j]]
+            _prefetch_row(records, board[envs[j + AHEAD]])
+        b = board[envs[j]]
         side = own[j] * num_stacks
         for p in range(places):
             ids[j, p] = records[b, p] + side
@@ -508,11 +511,11 @@ def _observe(
             count = (mask >> NUM_SLOTS) & 3
             for a in range(MAX_LEGAL):
                 masks[j, a] = 1 if a < count else 0
-    view = BOARD_FEATURES + 2 if flags else BOARD_FEATURES  # floats per view
-    gap = view - BOARD_FEATURES  # between the views: the afterstate flags
-    for j in prange(len(rows)):  # pass 2: the planes, then the scores or the flags
-        i = rows[j]
-        o = i if scatter else j
+    size = BOARD_FEATURES + 2 if flags else BOARD_FEATURES  # floats per view
+    gap = size - BOARD_FEATURES  # between the views: the afterstate flags
+    for j in range(n):  # pass 2: the planes, then the scores or the flags
+        i = envs[j]
+        o = i if at_envs else j
         for p in range(places):  # place p % 9 of view p // 9 (for slots: slot p)
             plane = ids[j, p]
             first = STACK_FEATURES * p + gap * (p // NUM_SLOTS)
@@ -528,14 +531,15 @@ def _observe(
         elif flags:
             bits = ids[j, places]
             for a in range(MAX_LEGAL):
-                out[o, view * a + 243] = (bits >> (2 * a)) & 1
-                out[o, view * a + 244] = (bits >> (2 * a + 1)) & 1
+                out[o, size * a + 243] = (bits >> (2 * a)) & 1
+                out[o, size * a + 244] = (bits >> (2 * a + 1)) & 1
 
 
-def _masks(board, records, by_slot, out):
-    """int8 masks of the legal actions: over the nine slots, or over the three views."""
-    for i in prange(len(board)):
-        flags = records[board[i], FLAGS]
+def _masks(boards, records, by_slot, out):
+    """int8 masks of the legal actions on ``boards``: over the nine slots, or the three
+    views."""
+    for i in range(len(boards)):
+        flags = records[boards[i], FLAGS]
         if by_slot:
             for s in range(NUM_SLOTS):
                 out[i, s] = (flags >> (LEGAL_BIT + s)) & 1
@@ -545,5 +549,10 @@ def _masks(board, records, by_slot, out):
                 out[i, a] = 1 if a < count else 0
 
 
-observe = _serial_and_parallel(_observe)
-masks = _serial_and_parallel(_masks)
+agent_moves = compile_kernel(_agent_moves)
+play_moves = compile_kernel(_play_moves)
+bot_plies = compile_kernel(_bot_plies)
+start_episodes = compile_kernel(_start_episodes)
+random_starts = compile_kernel(_random_starts)
+observe = compile_kernel(_observe)
+masks = compile_kernel(_masks)

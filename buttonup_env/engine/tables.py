@@ -2,9 +2,9 @@
 
 From the 1,680 set-ups, 315,480 different boards can be reached. :func:`game_tables` numbers
 them and gives, as numpy arrays indexed by board number (and slot), everything the batched
-environment (:mod:`buttonup_env.envs.vector`) needs to step thousands of games with array
-look-ups: the board after each move, whether it earns another turn, the legal slots, the
-final margin, the greedy bot's and the exact solver's choices, and the observation encodings.
+engine (:mod:`buttonup_env.engine`) needs to play thousands of games with array look-ups: the
+board after each move, whether it earns another turn, the legal slots, the final margin, the
+greedy bot's and the exact solver's choices, and the planes of the observation encodings.
 
 The tables come from the rules engine (:func:`buttonup_env.game.rules.sow`), walked breadth first
 from every set-up, which takes a few seconds; the result is cached on disk (in
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..game.encoding import CHANNELS, ENCODINGS, MAX_LEGAL, STACK_FEATURES
+from ..game.encoding import CHANNELS, MAX_LEGAL, STACK_FEATURES
 from ..game.rules import CLOCKWISE_AFTER, LAYOUTS, NUM_SLOTS, sow_counting_stacks, white_slots
 
 RED, BLACK = 0, 1
@@ -278,41 +278,6 @@ class GameTables:
                 read = np.take_along_axis(read, keep, axis=1)
                 out[rows, a, : read.shape[1]] = read
         return out
-
-    def observations(
-        self,
-        encoding: str,
-        boards: np.ndarray,
-        own: np.ndarray,
-        score: np.ndarray,
-        target: int,
-    ) -> np.ndarray:
-        """Observations of ``boards`` in ``encoding`` from the side of ``own`` (0 Red, 1 Black,
-        one per board), with the match ``score`` (Red's then Black's points, one row per board)
-        for the ``slots`` encoding: the same floats as :mod:`buttonup_env.game.encoding` gives for
-        those positions, read from the tables (the batched env's numpy backend and the arena's
-        players use it)."""
-        n = len(boards)
-        if encoding == "slots":
-            obs = np.empty((n, ENCODINGS["slots"].size), dtype=np.float32)
-            rows = self.boards[boards] + (own * len(self.stacks))[:, None]  # (own, stack) flat
-            np.take(
-                self.flat_planes, rows, axis=0, out=obs[:, :243].reshape(n, NUM_SLOTS, -1),
-                mode="clip",
-            )  # fmt: skip
-            mine = np.where(own == RED, score[:, 0], score[:, 1])
-            theirs = np.where(own == RED, score[:, 1], score[:, 0])
-            # as ButtonUp-v0: the division in float64, then float32
-            obs[:, 243] = np.minimum(mine / target, 1.0)
-            obs[:, 244] = np.minimum(theirs / target, 1.0)
-            obs[:, 245] = 1.0 / target
-            return obs
-        views = self.afterstate_views if encoding == "afterstates" else self.ring_views
-        rows = views[boards] + (own * len(self.stacks))[:, None, None]
-        planes = self.flat_planes[rows].reshape(n, MAX_LEGAL, -1)
-        if encoding == "afterstates":
-            planes = np.concatenate([planes, self.afterstate_flags[boards]], axis=2)
-        return planes.reshape(n, -1)
 
 
 @functools.lru_cache(maxsize=1)

@@ -5,9 +5,10 @@ actions, and what a round and a match pay.
 (:class:`~buttonup_env.envs.vector.ButtonUpVectorEnv`, numpy and compiled) and the PettingZoo env
 (:class:`~buttonup_env.envs.pettingzoo.ButtonUpAEC`) check their arguments with
 :func:`check_choice`, read ``reset(options=...)`` with :func:`reset_options` and their actions
-with :func:`action_slot`, and pay with :func:`round_reward` and :func:`match_reward`, so that
-the three agree on each of these rules. The game itself is :mod:`buttonup_env.game.rules`; nothing
-here changes it.
+with :func:`action_slot`, and pay with :func:`round_reward` and :func:`match_reward` (whose
+home is the batched engine, :mod:`buttonup_env.engine.batch`, which pays with them too), so
+that the three agree on each of these rules. The game itself is
+:mod:`buttonup_env.game.rules`; nothing here changes it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,23 @@ from typing import Any
 
 import numpy as np
 
-from ..game.rules import MAX_ROUND_MARGIN, NUM_SLOTS, is_whole_number
+from ..engine.batch import match_reward, round_reward
+from ..game.rules import NUM_SLOTS, is_whole_number
+
+__all__ = [
+    "COLOR_CHOICES",
+    "EPISODES",
+    "ILLEGAL_ACTIONS",
+    "RENDER_MODES",
+    "RESET_OPTIONS",
+    "REWARDS",
+    "action_slot",
+    "check_choice",
+    "match_reward",
+    "reset_options",
+    "round_reward",
+    "shown",
+]
 
 COLOR_CHOICES = (None, "R", "B")
 """``agent_color`` and every reset option: Red, Black, or None (drawn at random)."""
@@ -97,31 +114,3 @@ def action_slot(action: object, actions: int = NUM_SLOTS) -> int:
         f"action {shown(action)} is not in the action space Discrete({actions}): an action is "
         f"a whole number from 0 to {actions - 1}"
     )
-
-
-def round_reward(margin: Any, per_round: bool, round_episodes: bool) -> Any:
-    """What the end of a round pays the player whose round margin (its strength minus the
-    opponent's in the final stack) is ``margin``.
-
-    * ``reward="round"`` (``per_round``): the margin divided by :data:`MAX_ROUND_MARGIN`, so
-      in [-1, 1];
-    * ``reward="match"`` with one round per episode (``round_episodes``): +1, 0 or -1, the
-      sign of the margin (the round is the match);
-    * ``reward="match"`` over a whole match: 0 (the match pays, :func:`match_reward`).
-
-    ``margin`` is a number or an array of them (the batched env's numpy backend). The
-    compiled kernels (:mod:`buttonup_env.engine.kernels`) spell out the same arithmetic: numba
-    caches their machine code by their own file, so they do not call into this one; the tests hold
-    the compiled backend to the numpy one, bit for bit.
-    """
-    if per_round:
-        return margin / MAX_ROUND_MARGIN
-    if round_episodes:
-        return np.sign(margin)
-    return 0.0
-
-
-def match_reward(won: Any) -> Any:
-    """What the end of a match pays a player: +1 if it ``won``, -1 if not (a match has a
-    winner). ``won`` is a bool or an array of them."""
-    return np.where(won, 1.0, -1.0) if isinstance(won, np.ndarray) else (1.0 if won else -1.0)

@@ -1,9 +1,12 @@
 """Many matches at once: the batched players and the match loop behind evaluation and leagues.
 
-All the matches are played together, as rows of arrays over the board numbers of
-:func:`buttonup_env.engine.tables.game_tables`: one pass of the loop is one move in every match
-still going on, and each player chooses its slots in all the matches where it is to move with one
-call (:class:`BatchedPlayer`): a table look-up for the bots, one batched inference for a policy.
+All the matches are played together, as one :class:`~buttonup_env.engine.batch.Batch` of the
+batched engine (the pair's first player is the batch's agent), whose numpy backend plays the
+moves, scores the rounds and deals the next ones by the starting rule
+(:class:`~buttonup_env.engine.numpy_backend.NumpyBackend`). One pass of the loop is one move in
+every match still going on, and each player chooses its slots in all the matches where it is to
+move with one call (:class:`BatchedPlayer`): a table look-up for the bots, one batched inference
+for a policy.
 The random numbers a match needs (the bots' random moves and tie-breaks, the layouts) come from a
 generator of its own pair of players, seeded from the seed and the two names
 (:func:`pair_generator`), so a pair's matches are the same whatever else is played beside them.
@@ -37,8 +40,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..engine.batch import BLACK, BOT_KINDS, RED, Batch, Rules
+from ..engine.numpy_backend import NumpyBackend, bot_moves, observations
 from ..engine.tables import GameTables, game_tables
-from ..game.encoding import MAX_LEGAL
 from ..game.rules import (
     COLORS,
     DEFAULT_TARGET,
@@ -81,13 +85,6 @@ class BatchedPlayer(Protocol):
     ) -> np.ndarray: ...
 
 
-def _pick(slots: np.ndarray, counts: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-    """Entry ``floor(uniform * counts)`` of each row of ``slots``: uniform among the first
-    ``counts`` entries."""
-    k = np.minimum((uniform * counts).astype(np.int64), counts.astype(np.int64) - 1)
-    return slots[np.arange(len(counts)), k].astype(np.int64)
-
-
 class BotPlayer:
     """A bot whose choices come from the game tables: ``random``, ``greedy``, ``perfect``, or a
     graded ``perfect-P``, which lifts a uniformly random legal slot with probability ``P`` and
@@ -102,10 +99,8 @@ class BotPlayer:
             )
         self.name = graded_name(p) if p is not None else name
         self.p = 1.0 if name == "random" else (p if p is not None else 0.0)
-        kind = "greedy" if name == "greedy" else "perfect"
-        slots, counts = getattr(self.tables, f"{kind}_choices")
-        self._slots = slots.reshape(-1, MAX_LEGAL)  # row board * 2 + mover
-        self._counts = counts.reshape(-1)
+        self.kind = BOT_KINDS.index("greedy" if name == "greedy" else "perfect")
+        """The engine's bot that plays the moves that are not random."""
 
     def choose(
         self,
@@ -117,15 +112,14 @@ class BotPlayer:
     ) -> np.ndarray:
         """The bot's slots: uniform 0 decides a random move, uniform 1 picks the slot."""
         t = self.tables
+        random = BOT_KINDS.index("random")
         if self.p >= 1.0:
-            return _pick(t.legal_slots[boards], t.num_legal[boards], uniforms[:, 1])
-        rows = 2 * boards + mover
-        slots = _pick(self._slots[rows], self._counts[rows], uniforms[:, 1])
+            return bot_moves(t, random, boards, mover, uniforms[:, 1])
+        slots = bot_moves(t, self.kind, boards, mover, uniforms[:, 1])
         if self.p > 0.0:
             wild = uniforms[:, 0] < self.p
             if wild.any():
-                b = boards[wild]
-                slots[wild] = _pick(t.legal_slots[b], t.num_legal[b], uniforms[wild, 1])
+                slots[wild] = bot_moves(t, random, boards[wild], mover[wild], uniforms[wild, 1])
         return slots
 
     def __repr__(self) -> str:
@@ -155,7 +149,7 @@ class PolicyPlayer:
     ) -> np.ndarray:
         """The policy's best legal slot in each position (the uniforms are not used)."""
         t = self.tables
-        obs = t.observations(self.encoding, boards, mover, score, target)
+        obs = observations(t, self.encoding, boards, mover, score, target)
         logits = np.asarray(self.policy.logits(obs), dtype=np.float64)
         legal = t.legal[boards] if self.encoding == "slots" else t.legal_views_int8[boards] > 0
         action = np.where(legal, logits, -np.inf).argmax(axis=1)
@@ -332,11 +326,12 @@ def play_pairs(
     second = np.array([j for _, j in pairs], dtype=np.int64)[pair]
     a_is_red = k % 2 == 0
     seat = np.stack([np.where(a_is_red, first, second), np.where(a_is_red, second, first)], 1)
-    starter = ((k // 2) % 2).astype(np.int64)  # 0 Red, 1 Black
-    to_move = starter.copy()
-    score = np.zeros((n, 2), dtype=np.int64)
+    engine = NumpyBackend(tables, Rules(target=target), n)
+    batch = Batch.zeros(n)  # the agent: the pair's first player
+    batch.agent[:] = np.where(a_is_red, RED, BLACK)
+    batch.starter[:] = (k // 2) % 2
+    batch.to_move[:] = batch.starter
     rounds = np.zeros(n, dtype=np.int64)
-    done = np.zeros(n, dtype=bool)
     rngs = [pair_generator(seed, players[i].name, players[j].name) for i, j in pairs]
     regret = np.zeros((n_pairs, MOVES_PER_ROUND))  # the first player's, by move of the round
     decisions = np.zeros((n_pairs, MOVES_PER_ROUND), dtype=np.int64)
@@ -348,26 +343,32 @@ def play_pairs(
         for p in np.flatnonzero(going):
             uniforms[p * matches : (p + 1) * matches] = rngs[p].random((matches, UNIFORMS + 1))
 
+    def layouts(rows: np.ndarray) -> np.ndarray:
+        return (uniforms[rows, UNIFORMS] * len(LAYOUTS)).astype(np.int64)
+
     draw()
-    layout = (uniforms[:, UNIFORMS] * len(LAYOUTS)).astype(np.int64)
-    board = layout.copy()
+    batch.board[:] = layouts(np.arange(n))
     log: list[tuple[np.ndarray, np.ndarray]] = []  # (matches, slots) of every move
     starts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (matches, layout, starter)
     if keep_records:
-        starts.append((np.arange(n), layout, starter.copy()))
+        starts.append((np.arange(n), batch.board.copy(), batch.starter.copy()))
     finished = 0
     while True:
-        live = np.flatnonzero(~done)
+        live = np.flatnonzero(~batch.done)
         if not len(live):
             break
         draw()
-        boards, mover = board[live], to_move[live]
+        boards, mover = batch.board[live], batch.to_move[live]
         who = seat[live, mover]
         slots = np.empty(len(live), dtype=np.int64)
         for index in np.unique(who):
             sel = np.flatnonzero(who == index)
             slots[sel] = players[index].choose(
-                boards[sel], mover[sel], score[live[sel]], target, uniforms[live[sel], :UNIFORMS]
+                boards[sel],
+                mover[sel],
+                batch.score[live[sel]],
+                target,
+                uniforms[live[sel], :UNIFORMS],
             )
         legal = (slots >= 0) & (slots < NUM_SLOTS)
         legal[legal] = tables.legal[boards[legal], slots[legal]]
@@ -380,7 +381,7 @@ def play_pairs(
             )
         if keep_records:
             log.append((live, slots))
-        mine = np.flatnonzero(who == first[live])  # the first player's decisions: their regret
+        mine = np.flatnonzero(mover == batch.agent[live])  # the first player's decisions
         if len(mine):
             b, m, s = boards[mine], mover[mine], slots[mine]
             values = tables.move_values[b, m]
@@ -388,33 +389,25 @@ def play_pairs(
             at = (pair[live[mine]], NUM_SLOTS - tables.num_stacks[b])
             np.add.at(regret, at, lost)
             np.add.at(decisions, at, 1)
-        flat = boards * NUM_SLOTS + slots
-        child = tables.next_flat[flat]
-        board[live] = child
-        to_move[live] = np.where(tables.extra_flat[flat], mover, 1 - mover)
-        ended = live[tables.over[child]]
+        ended = engine.move(batch, live, slots)
         if not len(ended):
             continue
-        margin = tables.final_margin[board[ended]].astype(np.int64)  # Red's strength - Black's
-        np.add.at(margin_a, pair[ended], np.where(a_is_red[ended], margin, -margin))
-        score[ended, 0] += np.maximum(margin, 0)
-        score[ended, 1] += np.maximum(-margin, 0)
+        margin = engine.score_rounds(batch, ended)  # Red's strength minus Black's
+        np.add.at(margin_a, pair[ended], np.where(batch.agent[ended] == RED, margin, -margin))
         rounds[ended] += 1
-        won = score[ended].max(axis=1) >= target
-        done[ended[won]] = True
+        won = engine.match_won(batch, ended)
+        batch.done[ended[won]] = True
         more = ended[~won]
-        if len(more):  # the next round: the starting rule, a fresh layout
-            s = score[more]
-            starter[more] = np.where(s[:, 0] == s[:, 1], 1 - starter[more], s.argmin(axis=1))
-            to_move[more] = starter[more]
-            board[more] = (uniforms[more, UNIFORMS] * len(LAYOUTS)).astype(np.int64)
+        if len(more):  # the next rounds: the starting rule, fresh layouts
+            engine.start_rounds(batch, more, layouts(more))
             if keep_records:
-                starts.append((more, board[more].copy(), starter[more].copy()))
+                starts.append((more, batch.board[more].copy(), batch.starter[more].copy()))
         if won.any():
-            going = ~done.reshape(n_pairs, matches).all(axis=1)
+            going = ~batch.done.reshape(n_pairs, matches).all(axis=1)
             finished += int(won.sum())
             if progress is not None:
                 progress(finished)
+    score = batch.score
     red_won = score[:, 0] >= target
     a_won = red_won == a_is_red
     results = []

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..engine.batch import BOT_KINDS
 from ..game import solver
 from ..game.rules import Color, State, is_whole_number, other, sow, strength
 
@@ -152,9 +153,10 @@ class GradedBot(_SeededBot):
         return f"GradedBot({self.p:g})"
 
 
-BOT_NAMES = ("random", "greedy", "perfect")
+BOT_NAMES = BOT_KINDS
 """The names of the built-in bots, as the environments, the scripts and the web app accept
-them (weakest first)."""
+them (weakest first): the bots the batched engine plays from its tables
+(:data:`buttonup_env.engine.batch.BOT_KINDS`), each with a class here."""
 
 BOT_CLASSES: dict[str, type[RandomBot | GreedyBot | PerfectBot]] = {
     "random": RandomBot,
