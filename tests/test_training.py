@@ -1253,7 +1253,7 @@ def test_learning_curve_labels_the_regret_axis_down_to_the_lowest_regret(
 ) -> None:
     ticks = training_script("common").regret_ticks
     good_run = [1.55, 0.089, 0.038, 0.014, 0.0045]  # the shipped agent's run, roughly
-    assert 0.0045 / 2 < min(ticks(good_run)) <= 2 * 0.0045  # (the old fixed list: 0.05)
+    assert 0.0045 / 2 < min(ticks(good_run)) <= 2 * 0.0045  # not a fixed list's 0.05
     assert max(ticks(good_run)) >= 1.55
     quick_run = [1.63, 0.198, 0.058]  # no tick far below the curve: it would widen the axis
     assert min(ticks(quick_run)) == 0.05
@@ -1262,8 +1262,8 @@ def test_learning_curve_labels_the_regret_axis_down_to_the_lowest_regret(
 
 def test_evaluate_cli_stops_quietly_when_its_reader_goes_away() -> None:
     """``evaluate.py ... | head -1``: once the reader has closed the pipe, the script ends
-    with status 1 and no traceback (before, a BrokenPipeError traceback, and a second error
-    from the interpreter's last flush)."""
+    with status 1 and no traceback (not a BrokenPipeError traceback, nor a second error from
+    the interpreter's last flush)."""
     process = subprocess.Popen(
         [sys.executable, str(EVALUATE), "--model", "random", "--matches", "3", "--no-progress"],
         cwd=ROOT,
