@@ -589,6 +589,22 @@ def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path: Path) -> None:
             assert resumed[key] == expected[key], f"{key} differs after the resume at {steps}"
 
 
+def test_a_finished_run_resumes_to_its_export(tmp_path: Path) -> None:
+    """A run whose budget ends within a rollout (192 steps: a rollout and a half) keeps no
+    resume point; --resume of it trains nothing and exports it again."""
+    args = [*TINY, "--total-steps", "192", "--runs-dir", tmp_path, "--run-name", "done"]
+    done = run(TRAIN, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    latest = json.loads((tmp_path / "done" / "checkpoints" / "latest.json").read_text())
+    assert latest["steps"] == 192 and latest["progress"]["resume"] is None
+    (tmp_path / "done" / "final.onnx").unlink()
+    done = run(TRAIN, "--resume", tmp_path / "done")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming" in done.stdout and "at step 192 of 192" in done.stdout
+    assert "training stopped: 192 steps done" in done.stdout
+    assert load_policy(tmp_path / "done" / "final.onnx")
+
+
 @pytest.mark.slow
 def test_a_resumed_run_without_the_env_state_starts_new_episodes(tmp_path: Path) -> None:
     """dummy and subproc do not save their envs: a resume draws new episodes from the seed

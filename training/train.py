@@ -267,15 +267,19 @@ def save_on_exit(
     - an update since the last resume point: a new one, at the start of the next rollout;
     - stopped (``stop_requested``) within a rollout whose steps reached no update: the step
       count goes back to the rollout's start (the weights are unchanged since), where a
-      resumed run plays the rollout again exactly.
+      resumed run plays the rollout again exactly;
+    - the budget spent within such a rollout: no resume point (the run is over; a resume of
+      it only exports it again).
     """
     point = progress.resume
-    if broken_off:
+    if point is None or broken_off:
         progress.resume = None
-    elif point is not None and point.n_updates != model._n_updates:
+    elif point.n_updates != model._n_updates:
         progress.resume = take_resume_point(model)
-    elif point is not None and stop_requested:
+    elif stop_requested:
         model.num_timesteps = point.steps
+    else:
+        progress.resume = None
     run.save_checkpoint(model, progress)
 
 
