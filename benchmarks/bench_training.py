@@ -1,4 +1,4 @@
-"""Training throughput: the default training setup, the one before it, and SB3 PPO on CartPole.
+"""Training throughput: the default training setup, that of commit 0a25748, and SB3 PPO on CartPole.
 
     python benchmarks/bench_training.py [--steps 131072] [--repeats 5] [--warmup 16384]
                                         [--reference DIR]
@@ -16,10 +16,10 @@ cache, torch's and onnxruntime's first passes) cost a training run once, not eve
   first is written before the first step, as train.py does), without its periodic
   evaluations and checkpoints;
 * ``default, numpy env``: the same with the batched env's numpy backend (``backend="numpy"``,
-  the reference implementation, as the batched env stepped before its compiled kernels);
-* ``before``: the defaults before the fast self-play recipe (commit 0a25748: 64 envs x 64
-  steps, separate float32 actor and critic layers with the dense first layer, the pooled
-  critic, two torch threads, the numpy env, three rounds in four at random starts, the
+  the reference implementation beside the compiled kernels);
+* ``before``: the defaults of commit 0a25748, the baseline of the fast self-play recipe (64
+  envs x 64 steps, separate float32 actor and critic layers with the dense first layer, the
+  pooled critic, two torch threads, the numpy env, three rounds in four at random starts, the
   newest snapshot in half of the rounds, sb3-contrib's own rollout buffer), the same
   otherwise;
 * ``CartPole-v1``: SB3's PPO with its default hyperparameters and MlpPolicy, 8 envs;
@@ -83,8 +83,8 @@ BEFORE = dict(
     critic="pooled",
     active_features=False,
 )
-"""The training defaults before the fast self-play recipe (commit 0a25748), which also stepped
-the numpy env (the compiled one came after)."""
+"""The training defaults of commit 0a25748, which the ``before`` setup times on the numpy env and
+sb3-contrib's own rollout buffer, as that commit ran them."""
 
 
 class NumpyBatch(ButtonUpVectorEnv):
@@ -107,7 +107,7 @@ def numpy_backend() -> Iterator[None]:
 
 @contextlib.contextmanager
 def sb3_rollout_buffer() -> Iterator[None]:
-    """train.py's models with sb3-contrib's own rollout buffer (as before TensorRolloutBuffer)
+    """train.py's models with sb3-contrib's own rollout buffer (instead of TensorRolloutBuffer)
     while inside."""
     faster = train.TensorRolloutBuffer
     train.TensorRolloutBuffer = MaskableRolloutBuffer

@@ -1,4 +1,5 @@
-"""Checkpoints of a run folder (training/checkpoints.py): nothing in a run folder runs code.
+"""Run folders (training/runfolder.py, read through training/typed_json.py): nothing in a run
+folder runs code, and every saved value is checked.
 
 A tiny run is trained once; each test damages or crafts a copy of its folder and checks that
 ``train.py --resume`` and ``export.py`` refuse it in one sentence naming the file and the
@@ -10,7 +11,6 @@ them as processes.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import io
 import json
@@ -135,6 +135,7 @@ CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
     "true for a number": ("total_steps", True, "config.json: total_steps is True"),
     "a float for a whole number": ("n_steps", 64.5, "config.json: n_steps is 64.5"),
     "a layer size of text": ("hidden.1", "16", "config.json: hidden[1] is '16'"),
+    "an infinite rate": ("learning_rate", float("inf"), "learning_rate is inf; it must be a fin"),
     "an unknown encoding": (
         "encoding",
         "slots",
@@ -147,122 +148,151 @@ CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
     "a seed numpy cannot take": ("seed", 2**40, "--seed must be a whole number from 0"),
     "no layers": ("hidden", [], "--hidden needs one or more sizes"),
     "a negative opponent weight": ("opponents.perfect", -1, "opponent weights must be finite"),
-    "an unknown opponent setting": ("opponents.bots", 1, "opponents.bots is not a setting"),
+    "an unknown opponent setting": (
+        "opponents.bots",
+        1,
+        "config.json: opponents.bots is not a field of OpponentMix",
+    ),
     "a missing setting": ("reward", DELETE, "config.json: reward is missing"),
-    "an unknown setting": ("turbo", True, "config.json: turbo is not a setting"),
+    "an unknown setting": ("turbo", True, "config.json: turbo is not a field of TrainConfig"),
     "a saved resume": ("resume", "elsewhere", "config.json: resume is 'elsewhere'"),
+    "no command": ("command", DELETE, "config.json: command is missing"),
     "a network too large to build": ("hidden", [100_000, 100_000], "its network would have"),
     "a rollout too large to hold": ("n_envs", 10**7, "n_envs 10000000 x n_steps 64 would hold"),
-    "other envs than the saved games": ("n_envs", 4, "resume.env.num_envs is 2; the run's config"),
+    "other envs than the saved games": (
+        "n_envs",
+        4,
+        "progress.resume.env.num_envs is 2; the run's config",
+    ),
 }
 
+R = "progress.resume"
 STATE_DAMAGE: dict[str, tuple[str, object, str]] = {
     # name: (the field of checkpoints/latest.json, its damaged value, what the error says)
     "steps as text": ("steps", "256", "latest.json: steps is '256'; it must be a whole number"),
-    "negative training time": ("train_seconds", -1, "latest.json: train_seconds is -1"),
-    "an infinite training time": ("train_seconds", float("inf"), "train_seconds is inf"),
-    "another format": ("format", "zip", "latest.json: format is 'zip'"),
-    "no hash": ("weights_sha256", DELETE, "latest.json: weights_sha256 is None"),
-    "an unknown field": ("magic", 1, "latest.json: 'magic' is not a field"),
-    "a resume of the wrong type": ("resume", [1], "latest.json: resume is [1]; it must be a JSON"),
+    "negative training time": (
+        "progress.train_seconds",
+        -1,
+        "latest.json: progress.train_seconds is -1; it must be a finite number >= 0",
+    ),
+    "an infinite training time": (
+        "progress.train_seconds",
+        float("inf"),
+        "progress.train_seconds is inf",
+    ),
+    "another format": ("format", "zip", "latest.json: format is 'zip'; it must be one of"),
+    "no hash": ("weights_sha256", DELETE, "latest.json: weights_sha256 is missing"),
+    "a hash that is none": ("weights_sha256", "abc", "weights_sha256 is 'abc'; it must be the SHA"),
+    "an unknown field": ("magic", 1, "latest.json: magic is not a field of Checkpoint"),
+    "a resume of the wrong type": ("progress.resume", [1], f"latest.json: {R} is [1]; it must be"),
     "torch generator byte out of range": (
-        "resume.torch_rng.17",
+        f"{R}.torch_rng.state.17",
         300,
-        "resume.torch_rng[17] is 300; it must be a whole number from 0 to 255",
+        f"{R}.torch_rng.state[17] is 300; it must be a whole number from 0 to 255",
     ),
     "torch generator cut short": (
-        "resume.torch_rng",
+        f"{R}.torch_rng.state",
         [0] * 10,
-        "resume.torch_rng has 10 items; it must have 5056",
+        f"{R}.torch_rng.state has 10 items; it must have 5056",
     ),
     "numpy generator position": (
-        "resume.numpy_rng.2",
+        f"{R}.numpy_rng.pos",
         700,
-        "resume.numpy_rng[2] is 700; it must be a whole number from 0 to 624",
+        f"{R}.numpy_rng.pos is 700; it must be a whole number from 0 to 624",
     ),
-    "numpy generator key": ("resume.numpy_rng.1.5", -3, "resume.numpy_rng[1][5] is -3"),
+    "numpy generator key": (f"{R}.numpy_rng.keys.5", -3, f"{R}.numpy_rng.keys[5] is -3"),
     "python generator index": (
-        "resume.python_rng.1.624",
+        f"{R}.python_rng.internal.624",
         1000,
-        "resume.python_rng[1][624] is 1000",
+        f"{R}.python_rng.internal[624] is 1000; it must be a whole number from 0 to 624",
     ),
     "torch generator of random bytes": (
-        "resume.torch_rng",
+        f"{R}.torch_rng.state",
         [7] * 5056,
-        "resume.torch_rng is not a generator state that can be restored (Invalid mt19937 state)",
+        f"{R}.torch_rng is not a generator state that can be restored (Invalid mt19937 state)",
     ),
-    "python generator version": ("resume.python_rng.0", 2, "resume.python_rng[0] is 2"),
-    "env generator state": ("resume.env.rng.state.state", -1, "resume.env.rng.state.state is -1"),
+    "python generator version": (f"{R}.python_rng.version", 2, f"{R}.python_rng.version is 2"),
+    "env generator state": (f"{R}.env.rng.state.state", -1, f"{R}.env.rng.state.state is -1"),
     "env generator name": (
-        "resume.env.rng.bit_generator",
+        f"{R}.env.rng.bit_generator",
         "MT19937",
-        "resume.env.rng.bit_generator is 'MT19937'",
+        f"{R}.env.rng.bit_generator is 'MT19937'",
     ),
     "a bot's generator missing": (
-        "resume.env.bots.perfect",
+        f"{R}.env.bots.perfect",
         DELETE,
-        "resume.env.bots.perfect is missing",
+        f"{R}.env.bots.perfect is missing",
     ),
     "a negative board id": (
-        "resume.env.arrays._board.0",
+        f"{R}.env.arrays._board.0",
         -1,
-        "resume.env.arrays._board[0] is -1; it must be a board number from 0 to 315479",
+        f"{R}.env.arrays._board[0] is -1; it must be a board number from 0 to 315479",
     ),
     "a board id past the last": (
-        "resume.env.arrays._board.1",
+        f"{R}.env.arrays._board.1",
         315_480,
-        "resume.env.arrays._board[1] is 315480",
+        f"{R}.env.arrays._board[1] is 315480",
     ),
     "a colour that is no colour": (
-        "resume.env.arrays._to_move.0",
+        f"{R}.env.arrays._to_move.0",
         2,
-        "resume.env.arrays._to_move[0] is 2",
+        f"{R}.env.arrays._to_move[0] is 2",
     ),
     "a score of text": (
-        "resume.env.arrays._score.1",
+        f"{R}.env.arrays._score.1",
         ["0", 0],
-        "resume.env.arrays._score[1][0] is '0'",
+        f"{R}.env.arrays._score[1][0] is '0'",
+    ),
+    "a score no match reaches": (  # 14 points, then a round of the largest margin, 18
+        f"{R}.env.arrays._score.0",
+        [0, 33],
+        f"{R}.env.arrays._score[0][1] is 33; it must be a score from 0 to 32",
     ),
     "an opponent that is not in the pool": (
-        "resume.env.arrays._opponent.0",
+        f"{R}.env.arrays._opponent.0",
         99,
-        "resume.env.arrays._opponent[0] is 99; it must be an opponent's number from 0 to 4",
+        f"{R}.env.arrays._opponent[0] is 99; it must be an opponent's number from 0 to 4",
     ),
     "done as a number": (
-        "resume.env.arrays._done.0",
+        f"{R}.env.arrays._done.0",
         1,
-        "resume.env.arrays._done[0] is 1; it must be true or false",
+        f"{R}.env.arrays._done[0] is 1; it must be true or false",
+    ),
+    "rows of different lengths": (
+        f"{R}.env.arrays._score",
+        [[0, 0], [0]],
+        f"{R}.env.arrays._score has the shape [2]; the run's env has [2, 2]",
     ),
     "envs cut short": (
-        "resume.env.arrays._agent",
+        f"{R}.env.arrays._agent",
         [0],
-        "resume.env.arrays._agent has 1 items; it must have 2",
+        f"{R}.env.arrays._agent has the shape [1]; the run's env has [2]",
     ),
     "episode starts of another length": (
-        "resume.episode_starts",
+        f"{R}.episode_starts",
         [True],
-        "resume.episode_starts has 1 items",
+        f"{R}.episode_starts has 1 items",
     ),
     "a snapshot outside the folder": (
-        "resume.env.snapshots.0",
+        f"{R}.env.snapshots.0",
         "../../x.onnx",
-        "resume.env.snapshots[0] is '../../x.onnx'",
+        f"{R}.env.snapshots[0] is '../../x.onnx'; it must be a snapshot's file name",
     ),
     "a snapshot that is gone": (
-        "resume.env.snapshots.1",
+        f"{R}.env.snapshots.1",
         "step_000999999.onnx",
         "the saved games cannot be restored",
     ),
     "an unknown reset option": (
-        "resume.env.options",
+        f"{R}.env.options",
         {"colour": "R"},
-        "a resume.env.options key is 'colour'",
+        f"a key of {R}.env.options is 'colour'",
     ),
-    "a result that is not a number": ("resume.env.results.step_000000000.onnx", ["a", 1], "is 'a'"),
+    "a result that is not a number": (f"{R}.env.results.step_000000000.onnx", ["a", 1], "is 'a'"),
     "another number of updates": (
-        "resume.n_updates",
+        f"{R}.n_updates",
         999,
-        "resume.n_updates is 999; the checkpoint has",
+        f"{R}.n_updates is 999; the checkpoint has",
     ),
 }
 
@@ -283,9 +313,12 @@ def test_resume_refuses_a_damaged_state(
 ) -> None:
     field, value, says = STATE_DAMAGE[case]
     state = copy / "checkpoints" / "latest.json"
-    if field.startswith("resume.env.results."):
+    if field.startswith(f"{R}.env.results."):
         edit_json(
-            state, lambda s: s["resume"]["env"]["results"].update({"step_000000000.onnx": value})
+            state,
+            lambda s: s["progress"]["resume"]["env"]["results"].update(
+                {"step_000000000.onnx": value}
+            ),
         )
     else:
         edit_json(state, lambda s: set_at(s, field, value))
@@ -299,14 +332,13 @@ def test_the_checks_take_what_training_saved(
 ) -> None:
     """The control for the tables above: the undamaged folder passes every check."""
     train = training_script("train")
-    checkpoints = training_script("checkpoints")
-    config = train.config_from_json(json.loads((run_dir / "config.json").read_text()))
-    state = checkpoints.read_state(run_dir, "latest")
-    venv = train.make_vec_env(config, run_dir)
-    model = train.make_model(config, venv)
-    checkpoints.load_weights(model, run_dir, "latest", state)
-    train.resume_games(model, run_dir, state["resume"])
-    assert model.num_timesteps == state["steps"] == 256
+    run = training_script("runfolder").RunFolder.open(run_dir)
+    checkpoint = run.read_checkpoint("latest")
+    venv = train.make_vec_env(run.config, run_dir)
+    model = train.make_model(run.config, venv)
+    run.load_checkpoint(model, checkpoint)
+    assert model.num_timesteps == checkpoint.steps == 256
+    assert checkpoint.progress.resume is not None
     saved = saved_tensors(run_dir / "checkpoints" / "latest.pt")
     for key, value in model.policy.state_dict().items():
         assert th.equal(value, saved["policy"][key])
@@ -445,7 +477,7 @@ def test_a_raw_pickle_as_weights_is_refused_and_its_code_never_runs(
 
 def crafted_sb3_zip(path: Path, marker: Path) -> Path:
     """A Stable-Baselines3 .zip whose policy class, when SB3 loads it, unpickles to
-    ``os.makedirs(marker)`` (the issue's crafted ``checkpoints/best.zip``)."""
+    ``os.makedirs(marker)``."""
     payload = base64.b64encode(pickle.dumps(Payload(marker))).decode()
     data = {"policy_class": {":type:": "<class 'abc.ABCMeta'>", ":serialized:": payload}}
     with zipfile.ZipFile(path, "w") as archive:
@@ -454,79 +486,58 @@ def crafted_sb3_zip(path: Path, marker: Path) -> Path:
     return path
 
 
-def old_format(run_dir: Path, make_zip: Callable[[Path], None]) -> None:
-    """Turn ``run_dir`` into a folder of the earlier format: NAME.zip and a NAME.json
-    without this format's fields."""
-    for name in ("latest", "best"):
-        pt, state = run_dir / "checkpoints" / f"{name}.pt", run_dir / "checkpoints" / f"{name}.json"
-        make_zip(run_dir / "checkpoints" / f"{name}.zip")
-        pt.unlink()
-        edit_json(state, lambda s: [s.pop(k) for k in ("format", "weights_sha256", "n_updates")])
-
-
-def test_a_crafted_zip_of_the_earlier_format_is_refused_unread(
-    copy: Path, tmp_path: Path, training_script: Callable[[str], ModuleType], capsys: Any
+@pytest.mark.parametrize(
+    ("written_by", "says"),
+    [
+        (
+            "buttonup-env 0.1.0 (d2d4121)",
+            "was written by buttonup-env 0.1.0 (d2d4121), whose run folders this version does "
+            "not read; resume or export it with that version (git checkout d2d4121)",
+        ),
+        (
+            None,
+            "was written by another version of buttonup-env, whose run folders this version "
+            "does not read; resume or export it with that version",
+        ),
+    ],
+)
+def test_a_run_folder_of_another_version_gets_one_sentence_naming_it(
+    written_by: str | None,
+    says: str,
+    copy: Path,
+    tmp_path: Path,
+    training_script: Callable[[str], ModuleType],
+    capsys: Any,
 ) -> None:
+    """A folder of an earlier layout (no format in config.json; .zip checkpoints, SB3 files
+    whose loading unpickles code) is neither converted nor read: train.py and export.py name
+    the version that wrote it, and the .zip's payload never runs."""
     marker = tmp_path / "pwned"
-    old_format(copy, lambda path: crafted_sb3_zip(path, marker) and None)
-    from stable_baselines3.common.save_util import load_from_zip_file
+    for name in ("latest", "best"):
+        (copy / "checkpoints" / f"{name}.pt").unlink()
+        crafted_sb3_zip(copy / "checkpoints" / f"{name}.zip", marker)
 
-    control = crafted_sb3_zip(tmp_path / "control.zip", tmp_path / "control")
-    with contextlib.suppress(Exception):  # what SB3's loader does: the payload runs
-        load_from_zip_file(control)
-    assert (tmp_path / "control").is_dir()
+    def earlier(config: dict) -> None:
+        del config["format"]
+        config["code_version"] = written_by
 
-    how = f"convert it with: python training/checkpoints.py {copy} --trusted"
+    edit_json(copy / "config.json", earlier)
     for main, argv in (
         (training_script("train").main, ["--resume", str(copy)]),
         (training_script("export").main, [str(copy)]),
         (training_script("export").main, [str(copy), "--trusted"]),
-        (training_script("checkpoints").main, [str(copy)]),
     ):
         line = refused(main, argv, capsys)
-        assert "unpickles code" in line and (how in line or "pass --trusted" in line), line
+        assert line == f"error: {copy} {says}", line
     assert not marker.exists()
-
-
-def test_a_run_of_the_earlier_format_converts_when_trusted(
-    copy: Path, run_dir: Path, training_script: Callable[[str], ModuleType], capsys: Any
-) -> None:
-    """Made with the earlier format (SB3 .zip checkpoints), converted with --trusted: the same
-    weights and optimiser state, and train.py takes it again."""
-    train, checkpoints = training_script("train"), training_script("checkpoints")
-    config = train.config_from_json(json.loads((run_dir / "config.json").read_text()))
-
-    def sb3_zip(path: Path) -> None:
-        venv = train.make_vec_env(config, copy)
-        model = train.make_model(config, venv)
-        name = path.stem
-        checkpoints.load_weights(model, run_dir, name, checkpoints.read_state(run_dir, name))
-        model.save(path)
-        venv.close()
-
-    old_format(copy, sb3_zip)
-    line = refused(train.main, ["--resume", str(copy)], capsys)
-    assert "latest.zip is a checkpoint of an earlier version" in line
-
-    checkpoints.main([str(copy), "--trusted"])
-    out = capsys.readouterr().out
-    assert f"continue with: python training/train.py --resume {copy}" in out
-    for name in ("latest", "best"):
-        converted = saved_tensors(copy / "checkpoints" / f"{name}.pt")
-        original = saved_tensors(run_dir / "checkpoints" / f"{name}.pt")
-        for key in original["policy"]:
-            assert th.equal(converted["policy"][key], original["policy"][key])
-        for index, moments in original["optimizer"]["state"].items():
-            for key, value in moments.items():
-                assert th.equal(converted["optimizer"]["state"][index][key], value)
-        state = checkpoints.read_state(copy, name)
-        assert state["steps"] == checkpoints.read_state(run_dir, name)["steps"]
-        assert state["n_updates"] == checkpoints.read_state(run_dir, name)["n_updates"]
 
 
 def test_resume_refuses_a_run_without_a_checkpoint_in_one_sentence(
     copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
 ) -> None:
+    (copy / "checkpoints" / "latest.json").unlink()
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert "latest.json is missing (it is written with latest.pt)" in line
     (copy / "checkpoints" / "latest.pt").unlink()
     line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
     assert f"{copy} has no checkpoint 'latest' yet" in line
@@ -544,11 +555,27 @@ def test_json_nested_too_deeply_is_damaged(
     assert "latest.json is damaged (nested too deeply)" in line
     (copy / "config.json").write_text('{"hidden": ' + deep + "}")
     line = refused(training_script("export").main, [str(copy)], capsys)
-    assert "config.json is damaged (its JSON is nested too deeply)" in line
+    assert "config.json is damaged (nested too deeply)" in line
 
 
 def test_a_config_from_python_round_trips(training_script: Callable[[str], ModuleType]) -> None:
-    """Every TrainConfig field has a type the checks read: a saved config comes back equal."""
-    train = training_script("train")
-    config = train.resolve(train.TrainConfig(hidden=(8, 4), learning_rate_end=1e-4))
-    assert train.config_from_json(json.loads(json.dumps(train.config_to_json(config)))) == config
+    """Every TrainConfig field has a type the reader reads: a saved config comes back equal."""
+    config_module, typed_json = training_script("config"), training_script("typed_json")
+    config = config_module.resolve(
+        config_module.TrainConfig(
+            hidden=(8, 4), learning_rate_end=None, ladder=("random", "perfect")
+        )
+    )
+    saved = json.loads(json.dumps(typed_json.to_json(config)))
+    assert typed_json.from_json(config_module.TrainConfig, saved, "config.json") == config
+
+
+def test_the_saved_progress_reads_back_equal(
+    run_dir: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    """What training wrote, read and written again, is the same JSON: one reader, one writer."""
+    runfolder, typed_json = training_script("runfolder"), training_script("typed_json")
+    path = run_dir / "checkpoints" / "latest.json"
+    checkpoint = typed_json.from_json(runfolder.Checkpoint, json.loads(path.read_text()), path)
+    assert isinstance(checkpoint.progress.resume, runfolder.ResumePoint)
+    assert typed_json.to_json(checkpoint) == json.loads(path.read_text())

@@ -528,8 +528,8 @@ def test_a_policy_that_loads_plays_a_batch(tmp_path: Path) -> None:
 def test_a_broken_policy_is_refused_by_every_command(
     make: Callable[[Path, Path], Path], tmp_path: Path
 ) -> None:
-    """Refused at load in one line, where it used to load and fail later (evaluate.py's
-    traceback, a 500 in the web app, or with NaN the first legal slot every time)."""
+    """Refused at load in one line, not loaded to fail later (evaluate.py's traceback, a 500
+    in the web app, or with NaN the first legal slot every time)."""
     path = make(tmp_path, tmp_path)
     evaluate = ROOT / "training" / "evaluate.py"
     done = subprocess.run(

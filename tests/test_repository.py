@@ -102,6 +102,7 @@ QUICK_START = (
 """The quick start's two commands, which .ci/run finds by their markers and runs."""
 
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+COMMIT = re.compile(r"\b[0-9a-f]{7,40}\b")
 
 
 def test_the_readme_is_a_front_door() -> None:
@@ -125,8 +126,10 @@ def test_the_results_log_is_dated_newest_first_with_commands() -> None:
     assert len(rows) >= 5
     ends = []  # the last date of each row's period: newest first
     for row in rows:
-        date, what, command, result, details = (c.strip() for c in row.strip("|").split(" | "))
+        cells = (c.strip() for c in row.strip("|").split(" | "))
+        date, commit, what, command, result, details = cells
         assert what and result and details and "`" in command, row
+        assert COMMIT.search(commit), f"the row names no commit to check out: {row}"
         if found := DATE.findall(date):
             ends.append(found[-1])
     assert ends == sorted(ends, reverse=True), f"the log is not newest first: {ends}"

@@ -237,7 +237,7 @@ def test_prioritized_self_play_draws_the_snapshots_that_still_win(
     tmp_path: Path, snapshot_files: tuple[Path, Path], prioritized: float
 ) -> None:
     """PFSP: an older snapshot is drawn with weight (1 - the learner's score against it) **
-    prioritized; with prioritized 0 the results do not matter (a uniform draw, as before)."""
+    prioritized; with prioritized 0 the results do not matter (a uniform draw)."""
     fill(tmp_path, [*snapshot_files, snapshot_files[0]], [1, 2, 3])
     mix = OpponentMix(snapshots=1, perfect=0, greedy=0, random=0, newest=0.0)
     plain = frequencies(OpponentPool(tmp_path, mix, refresh_seconds=0.0), seed=4)

@@ -117,9 +117,9 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
     assert latest["steps"] == total_steps
     assert checkpoint_steps(run_dir / "checkpoints" / "latest.pt") == total_steps
-    assert latest["train_seconds"] > 0
+    assert latest["progress"]["train_seconds"] > 0
     best = json.loads((run_dir / "checkpoints" / "best.json").read_text())
-    assert checkpoint_steps(run_dir / "checkpoints" / "best.pt") == best["best_steps"]
+    assert checkpoint_steps(run_dir / "checkpoints" / "best.pt") == best["progress"]["best_steps"]
 
     snapshots = sorted((run_dir / "snapshots").glob("*.onnx"))
     assert snapshots
@@ -169,8 +169,8 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert final.act(state) in state.legal_moves()
     best_card = json.loads((run_dir / "best.json").read_text())
     assert best_card["training"]["checkpoint"] == "best"
-    assert best_card["training"]["steps"] == best["best_steps"]
-    assert best_card["training"]["minutes"] == round(best["train_seconds"] / 60, 1)
+    assert best_card["training"]["steps"] == best["progress"]["best_steps"]
+    assert best_card["training"]["minutes"] == round(best["progress"]["train_seconds"] / 60, 1)
     assert best_card["training"]["run_steps"] == latest["steps"]
     assert best_card["training"]["run_minutes"] == card["training"]["minutes"]
     load_policy(run_dir / "best.onnx")
@@ -248,7 +248,7 @@ def test_a_time_budget_ends_the_run_before_its_steps(tmp_path: Path) -> None:
     assert any("/0.05 min" in line for line in bar)
     latest = json.loads((tmp_path / "timed" / "checkpoints" / "latest.json").read_text())
     assert 0 < latest["steps"] < 10_000_000
-    assert latest["train_seconds"] >= 3.0
+    assert latest["progress"]["train_seconds"] >= 3.0
     assert (tmp_path / "timed" / "final.onnx").is_file()
 
 
@@ -328,7 +328,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     finished = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
     assert finished["steps"] == total
     assert checkpoint_steps(run_dir / "checkpoints" / "latest.pt") == finished["steps"]
-    assert finished["train_seconds"] > latest["train_seconds"]
+    assert finished["progress"]["train_seconds"] > latest["progress"]["train_seconds"]
     card = json.loads((run_dir / "final.json").read_text())
     assert card["training"]["steps"] == finished["steps"]
 
@@ -439,23 +439,6 @@ def test_bfloat16_left_unset_follows_the_cpu(
     assert train.resolve(train.parse_config([])).bfloat16 is fast_bfloat16()
     assert train.resolve(train.parse_config(["--bfloat16"])).bfloat16 is True
     assert train.resolve(train.parse_config(["--no-bfloat16"])).bfloat16 is False
-
-
-def test_a_run_saved_before_shared_layers_and_ratings_resumes_as_it_was_trained(
-    training_script: Callable[[str], ModuleType],
-) -> None:
-    """A config.json written before shared, bfloat16, the critic setting and the ladder existed
-    reads back with the values that trained it (separate float32 layers, the pooled critic, no
-    rating), not today's defaults."""
-    train = training_script("train")
-    config = train.resolve(train.parse_config(["--preset", "smoke"]))
-    data = json.loads(json.dumps(train.config_to_json(config)))
-    for name in ("shared", "bfloat16", "critic", "ladder", "ladder_matches"):
-        del data[name]
-    config = train.config_from_json(data)
-    assert (config.shared, config.bfloat16, config.ladder_matches) == (False, False, 0)
-    assert config.critic == "pooled"
-    assert train.config_from_json(json.loads(json.dumps(train.config_to_json(config)))) == config
 
 
 @pytest.mark.parametrize(
@@ -606,6 +589,22 @@ def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path: Path) -> None:
             assert resumed[key] == expected[key], f"{key} differs after the resume at {steps}"
 
 
+def test_a_finished_run_resumes_to_its_export(tmp_path: Path) -> None:
+    """A run whose budget ends within a rollout (192 steps: a rollout and a half) keeps no
+    resume point; --resume of it trains nothing and exports it again."""
+    args = [*TINY, "--total-steps", "192", "--runs-dir", tmp_path, "--run-name", "done"]
+    done = run(TRAIN, *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    latest = json.loads((tmp_path / "done" / "checkpoints" / "latest.json").read_text())
+    assert latest["steps"] == 192 and latest["progress"]["resume"] is None
+    (tmp_path / "done" / "final.onnx").unlink()
+    done = run(TRAIN, "--resume", tmp_path / "done")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming" in done.stdout and "at step 192 of 192" in done.stdout
+    assert "training stopped: 192 steps done" in done.stdout
+    assert load_policy(tmp_path / "done" / "final.onnx")
+
+
 @pytest.mark.slow
 def test_a_resumed_run_without_the_env_state_starts_new_episodes(tmp_path: Path) -> None:
     """dummy and subproc do not save their envs: a resume draws new episodes from the seed
@@ -615,7 +614,7 @@ def test_a_resumed_run_without_the_env_state_starts_new_episodes(tmp_path: Path)
         stopped, "--vec-env", "dummy", "--random-start", "0", "--opponents.prioritized", "0"
     )
     latest = json.loads((stopped / "checkpoints" / "latest.json").read_text())
-    assert "resume" not in latest
+    assert latest["progress"]["resume"] is None
     copy = tmp_path / "runs" / "copy"
     shutil.copytree(stopped, copy)
     for run_dir in (stopped, copy):
@@ -637,25 +636,18 @@ def test_the_smoke_preset_end_to_end(tmp_path: Path) -> None:
 # --- bad arguments ----------------------------------------------------------------------------
 
 
-def no_checkpoint(runs: Path) -> list[str | Path]:
-    (runs / "young").mkdir(parents=True)
-    (runs / "young" / "config.json").write_text("{}")
-    return ["--resume", runs / "young"]
-
-
 def taken_name(runs: Path) -> list[str | Path]:
     (runs / "taken").mkdir(parents=True)
     return [*TINY, "--runs-dir", runs, "--run-name", "taken"]
 
 
-def broken_run(runs: Path, config: str, state: str | None) -> list[str | Path]:
-    """A run folder (beside ``runs``) with a checkpoint file but a bad config or no state."""
+def broken_run(runs: Path, config: str) -> list[str | Path]:
+    """A run folder (beside ``runs``) with a checkpoint but the config.json ``config``."""
     folder = runs.parent / "broken"
     (folder / "checkpoints").mkdir(parents=True)
     (folder / "config.json").write_text(config)
     (folder / "checkpoints" / "latest.pt").write_bytes(b"")
-    if state is not None:
-        (folder / "checkpoints" / "latest.json").write_text(state)
+    (folder / "checkpoints" / "latest.json").write_text("{}")
     return ["--resume", folder]
 
 
@@ -727,17 +719,15 @@ BAD_TRAIN_ARGS = {
         lambda runs: [*TINY, "--ladder-matches", "3", "--runs-dir", runs],
         "--ladder-matches must be 0 (no rating) or at least one match per ladder player (6)",
     ),
-    "resume nothing": (lambda runs: ["--resume", "/nonexistent/run"], "/nonexistent/run"),
-    "resume without its state": (lambda runs: broken_run(runs, "{}", None), "latest.json"),
-    "resume a damaged config": (
-        lambda runs: broken_run(runs, "{}", "{}"),
-        "config.json: preset is missing",
+    "resume nothing": (
+        lambda runs: ["--resume", "/nonexistent/run"],
+        "/nonexistent/run is not a run folder (it has no config.json)",
     ),
-    "resume a config that is not JSON": (
-        lambda runs: broken_run(runs, "not json", "{}"),
-        "damaged",
+    "resume a folder of another version": (
+        lambda runs: broken_run(runs, "{}"),
+        "was written by another version of buttonup-env",
     ),
-    "resume without checkpoint": (no_checkpoint, "no checkpoint"),
+    "resume a config that is not JSON": (lambda runs: broken_run(runs, "not json"), "damaged"),
     "existing run name": (taken_name, "exists"),
 }
 
@@ -798,10 +788,10 @@ def test_export_writes_a_policy_and_its_card(
     assert card["code_version"] == config["code_version"]
     assert card["exported_with"].startswith("buttonup-env ")
     assert card["config"] == {
-        k: v for k, v in config.items() if k not in ("command", "code_version")
+        k: v for k, v in config.items() if k not in ("format", "command", "code_version")
     }
     assert card["training"]["checkpoint"] == "best"
-    assert card["training"]["steps"] == best["best_steps"]
+    assert card["training"]["steps"] == best["progress"]["best_steps"]
     assert set(card["evaluation"]) == {"random", "greedy", "perfect"}
     assert card["evaluation"]["random"]["matches"] == 10
     assert card["evaluation"]["greedy"]["matches"] == 7
@@ -869,12 +859,12 @@ def test_export_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     (tmp_path / "young" / "config.json").write_text("{}")
     done = run(EXPORT, tmp_path / "young")
     assert done.returncode != 0
-    assert "best.pt does not exist" in one_error_line(done)
+    assert "was written by another version of buttonup-env" in one_error_line(done)
 
 
 DAMAGE = {
     "config": ("config.json", "not json", "config.json is damaged"),
-    "config not an object": ("config.json", "[1, 2]", "a JSON object was expected"),
+    "config not an object": ("config.json", "[1, 2]", "config.json: the file is [1, 2]; it must"),
     "state": ("checkpoints/best.json", "{", "best.json is damaged"),
     "periodic evaluations": ("eval.jsonl", '{"steps": 0}\n{"ste', "eval.jsonl is damaged"),
     "checkpoint": ("checkpoints/best.pt", "not a zip", "best.pt is not the file its best.json"),
@@ -924,11 +914,12 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
     shutil.copytree(tiny_run[0], copy)
     state_file = copy / "checkpoints" / "latest.json"
     state = json.loads(state_file.read_text())
-    state["resume"] = {"steps": state["resume"]["steps"], "env": {}}  # the rest is lost
+    resume = state["progress"]["resume"]
+    state["progress"]["resume"] = {"steps": resume["steps"], "env": {}}  # the rest is lost
     state_file.write_text(json.dumps(state))
     done = run(TRAIN, "--resume", copy)
     assert done.returncode == 2
-    assert "latest.json: resume.n_updates is missing" in one_error_line(done)
+    assert "latest.json: progress.resume.n_updates is missing" in one_error_line(done)
 
 
 @pytest.mark.parametrize(
@@ -1278,7 +1269,7 @@ def test_learning_curve_labels_the_regret_axis_down_to_the_lowest_regret(
 ) -> None:
     ticks = training_script("common").regret_ticks
     good_run = [1.55, 0.089, 0.038, 0.014, 0.0045]  # the shipped agent's run, roughly
-    assert 0.0045 / 2 < min(ticks(good_run)) <= 2 * 0.0045  # (the old fixed list: 0.05)
+    assert 0.0045 / 2 < min(ticks(good_run)) <= 2 * 0.0045  # not a fixed list's 0.05
     assert max(ticks(good_run)) >= 1.55
     quick_run = [1.63, 0.198, 0.058]  # no tick far below the curve: it would widen the axis
     assert min(ticks(quick_run)) == 0.05
@@ -1287,8 +1278,8 @@ def test_learning_curve_labels_the_regret_axis_down_to_the_lowest_regret(
 
 def test_evaluate_cli_stops_quietly_when_its_reader_goes_away() -> None:
     """``evaluate.py ... | head -1``: once the reader has closed the pipe, the script ends
-    with status 1 and no traceback (before, a BrokenPipeError traceback, and a second error
-    from the interpreter's last flush)."""
+    with status 1 and no traceback (not a BrokenPipeError traceback, nor a second error from
+    the interpreter's last flush)."""
     process = subprocess.Popen(
         [sys.executable, str(EVALUATE), "--model", "random", "--matches", "3", "--no-progress"],
         cwd=ROOT,

@@ -340,9 +340,9 @@ BAD_TUNE_ARGS = {
     ),
     "a sweep without --trials": (lambda _: [], "give --trials N"),
     "seed after --": (lambda _: ["--trials", "2", "--", "--seed", "3"], "--seed after --"),
-    "unknown train.py flag": (
-        lambda _: ["--trials", "2", "--", "--nosuch", "3"],
-        "the train.py flags after -- are refused: Unrecognized options: --nosuch",
+    "train.py flags it refuses": (
+        lambda _: ["--trials", "2", "--", "--gamma", "2"],
+        "the train.py flags after -- are refused: --gamma must be in (0, 1], got 2.0",
     ),
     "space with --seeds": (
         lambda _: ["--seeds", "3", "--space", "x.toml"],
@@ -370,6 +370,62 @@ def test_tune_refuses_bad_input_in_one_line(
     assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
     assert fragment in lines[0], lines[0]
     assert captured.out == ""
+
+
+def test_an_unknown_train_flag_gets_tyros_error_as_train_py_does(
+    tune: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The flags after -- are read as train.py reads its own: tyro names a flag it does not
+    know, with status 2, before any study or folder is made."""
+    runs = tmp_path / "runs"
+    with pytest.raises(SystemExit) as stopped:
+        tune.main(["--study", "bad", "--runs-dir", str(runs), "--trials", "2", "--", "--nosuch"])
+    assert stopped.value.code == 2
+    error = " ".join(line.strip("│ ") for line in capsys.readouterr().err.splitlines())
+    assert "Unrecognized options: --nosuch" in error and "Traceback" not in error
+    assert not runs.exists()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"learning_rate": 3e-4, "clip_range": 0.1},
+        {"hidden": [64, 64], "shared": False, "opponents.perfect": 0.5, "learning_rate_end": None},
+        {"n_epochs": 2, "opponents.prioritized": 0.0, "critic": "pooled", "gae_lambda": 1},
+    ],
+)
+def test_a_trial_is_a_train_config_and_its_command_gives_it(
+    values: dict, tune: ModuleType, training_script: Callable[[str], ModuleType], tmp_path: Path
+) -> None:
+    """A trial's settings reach training as a TrainConfig (its sampled values read as their
+    fields' types); the command recorded with it, run by train.py, trains that same config."""
+    config_module = training_script("config")
+    settings = {"train_args": TINY_TRAIN, "preset": "quick", "steps": 256}
+    config = config_module.resolve(
+        config_module.with_settings(tune.base_config(settings, 3), values, "trial 0")
+    )
+    assert config.seed == 3 and config.total_steps == 256 and config.n_envs == 2
+    for name, value in values.items():
+        *nested, last = name.split(".")
+        held = getattr(config.opponents if nested else config, last)
+        assert held == (tuple(value) if isinstance(value, list) else value), name
+    flags = config_module.train_flags(config)
+    assert config_module.resolve(config_module.parse_config(flags)) == config
+
+
+def test_a_sampled_value_of_the_wrong_type_names_the_setting(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    config_module = training_script("config")
+    base = config_module.TrainConfig()
+    for values, says in (
+        ({"hidden": ["64"]}, "trial 7: hidden[0] is '64'; it must be a whole number"),
+        ({"n_steps": 16.5}, "trial 7: n_steps is 16.5; it must be a whole number"),
+        ({"opponents.newest": "x"}, "trial 7: opponents.newest is 'x'; it must be a finite"),
+        ({"turbo": 1}, "trial 7: turbo is not a field of TrainConfig"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            config_module.with_settings(base, values, "trial 7")
 
 
 def test_a_bad_study_name_is_refused_from_the_command_line(tmp_path: Path) -> None:

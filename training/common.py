@@ -103,9 +103,9 @@ def read_eval_rows(eval_file: Path) -> list[dict[str, Any]]:
 
 def regret_ticks(regrets: list[float]) -> list[float]:
     """The labelled ticks of a learning curve's log regret axis: 1-2-5 steps from 0.002 to 2,
-    those within a factor of 2 of the regrets plotted (a fixed list left the lower part of a
-    good run's curve unlabelled, and ``set_yticks`` widens the axis to any tick outside the
-    data)."""
+    those within a factor of 2 of the regrets plotted (a fixed list would leave the lower part
+    of a good run's curve unlabelled, and ``set_yticks`` widens the axis to any tick outside
+    the data)."""
     positive = [r for r in regrets if r > 0]
     low, high = min(positive, default=0.05), max(positive, default=2)
     steps = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2)

@@ -1,25 +1,30 @@
 """What a training run is made of: :class:`TrainConfig` (the flags of ``training/train.py``,
 each with its docstring), the presets that fill the budgets left unset, the checks of
-:func:`resolve`, and a run's ``config.json`` written and read back.
+:func:`resolve`, and the policy network a config describes (:func:`make_policy`).
 
-``train.py`` trains with it; ``tune.py`` builds its trials from it; the benchmarks measure
-it. Change a default here and every one of them follows.
+``train.py`` trains with it; ``tune.py`` builds its trials from it; the run folder saves it
+(``training/runfolder.py``); the benchmarks measure it. Change a default here and every one
+of them follows.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import tyro
+from gymnasium import spaces
 
-from buttonup_env.learn.nets import fast_bfloat16
+from buttonup_env.game.encoding import ENCODINGS
+from buttonup_env.learn.nets import RingPolicy, fast_bfloat16
 from buttonup_env.players.league import DEFAULT_LADDER, check_ladder
 from buttonup_env.players.selfplay import OpponentMix
-from training.checkpoints import CheckpointError, Fields, check_size, dataclass_from_json
+from training.typed_json import value_from_json
 
 SELF_PLAY = OpponentMix(
     snapshots=1.0, perfect=0.0, greedy=0.0, random=0.0, newest=0.9, prioritized=2.0
@@ -29,10 +34,10 @@ play; 90% of the time the newest, otherwise an older one by prioritized fictitio
 (weight (1 - the learner's recent score against it) ** 2)."""
 
 SOLVER_MIX = OpponentMix(snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, prioritized=0.0)
-"""A mix with the solver (the quick preset's opponents before pure self-play became fast
-enough): the perfect bot in 80% of the episodes, snapshots in 10%, the greedy and random bots
-in 5% each. Pass it weight by weight (``--opponents.perfect 0.8 ...``); the solver still never
-enters the loss or reward."""
+"""A mix with the solver: the perfect bot in 80% of the episodes, snapshots in 10%, the
+greedy and random bots in 5% each (each step costs a solver look-up, so it trains slower than
+pure self-play). Pass it weight by weight (``--opponents.perfect 0.8 ...``); the solver still
+never enters the loss or reward."""
 
 
 @dataclass
@@ -73,7 +78,7 @@ class TrainConfig:
     """Sizes of the per-view hidden layers of actor and critic."""
     shared: bool = True
     """Actor and critic share their per-view hidden layers (half the arithmetic of separate
-    ones; --no-shared: separate layers, as the earlier recipe had)."""
+    ones; --no-shared: separate layers)."""
     bfloat16: bool = dataclasses.field(default_factory=fast_bfloat16)
     """Multiply in bfloat16 in the network's per-view layers (see
     buttonup_env.learn.nets.RingPolicy). The default is True where the CPU does it in hardware
@@ -83,20 +88,18 @@ class TrainConfig:
     """How the critic values a position (buttonup_env.learn.nets.RingViews): expected, the value of
     each move's afterstate (one linear unit on its view's features) weighted by the policy's
     probability of the move; pooled, a linear layer on the mean and the max of the views'
-    features (the earlier default: its backward pass makes updates about a third slower)."""
+    features (its backward pass makes updates about a third slower)."""
     active_features: bool = True
     """The first layer reads each view as the list of its active features (at most 11 of an
     afterstate view's 245 inputs are 1; buttonup_env.learn.active) and adds up their weight rows in
     float32: the same function as the dense layer with a twentieth of its arithmetic (an
     update takes about a fifth less time). --no-active-features: the dense layer (in bfloat16
-    with --bfloat16), as runs made before 2026-12-04 had. Exported policies are the same
-    dense layers either way."""
+    with --bfloat16). Exported policies are the same dense layers either way."""
     learning_rate: float = 2e-3
     """Adam learning rate at the start of the run."""
     learning_rate_end: float | None = 2e-4
     """The learning rate decays linearly to this value over the run (steps or time budget,
-    as the entropy coefficient does); None: a constant --learning-rate (the default before
-    2026-12-04)."""
+    as the entropy coefficient does); None: a constant --learning-rate."""
     n_steps: int = 16
     """Steps per env per rollout (rollout = n_envs * n_steps)."""
     batch_size: int = 1024
@@ -266,40 +269,70 @@ def resolve(config: TrainConfig) -> TrainConfig:
     return config
 
 
-def config_to_json(config: TrainConfig) -> dict:
-    data = dataclasses.asdict(config)
-    data["runs_dir"] = str(config.runs_dir)
-    data["resume"] = None
-    return data
+def with_settings(config: TrainConfig, values: dict[str, Any], source: str) -> TrainConfig:
+    """``config`` with the settings ``values``: JSON values by field name, dotted for the
+    opponent mix (``{"hidden": [64, 64], "opponents.perfect": 0.5}``), each read as its field's
+    type (``FieldError``, a ``ValueError`` naming ``source`` and the field, for one that is
+    not). Not resolved: :func:`resolve` checks the combination."""
+    mix: dict[str, Any] = {}
+    top: dict[str, Any] = {}
+    for name, value in values.items():
+        typed = value_from_json(TrainConfig, name, value, source)
+        if name.startswith("opponents."):
+            mix[name.removeprefix("opponents.")] = typed
+        else:
+            top[name] = typed
+    if mix:
+        top["opponents"] = dataclasses.replace(top.get("opponents", config.opponents), **mix)
+    return dataclasses.replace(config, **top)
 
 
-SETTINGS_OLDER_RUNS_LACK = dict(
-    shared=False,
-    bfloat16=False,
-    critic="pooled",
-    active_features=False,
-    ladder=list(DEFAULT_LADDER),
-    ladder_matches=0,
-)
-"""Settings added after some runs were made, with the value that trained a run whose
-config.json lacks them (separate float32 layers, the pooled critic, the dense first layer, no
-ladder rating), so --resume continues it."""
+def train_flags(config: TrainConfig) -> list[str]:
+    """The train.py flags that give ``config`` (resolved): ``--preset`` and each setting
+    that differs from what the preset gives (a run's recorded command, for one)."""
+    default = resolve(TrainConfig(preset=config.preset))
+    flags = ["--preset", config.preset]
+    for field in dataclasses.fields(TrainConfig):
+        value, base = getattr(config, field.name), getattr(default, field.name)
+        if field.name == "opponents":
+            pairs = [
+                (f"opponents.{f.name}", getattr(value, f.name), getattr(base, f.name))
+                for f in dataclasses.fields(OpponentMix)
+            ]
+        else:
+            pairs = [(field.name, value, base)]
+        for name, mine, theirs in pairs:
+            if mine != theirs or (field.name == "bfloat16"):  # its default follows the CPU
+                flags += _flag(name, mine)
+    return flags
 
 
-def config_from_json(data: dict, path: Path | str = "config.json") -> TrainConfig:
-    """A run's saved config (``path``, its ``config.json``), every setting checked: its type,
-    and the rules :func:`resolve` checks for a new run. ``CheckpointError``
-    (training.checkpoints) names the file and the first bad setting."""
-    fields = Fields(path)
-    data = {k: v for k, v in data.items() if k not in ("command", "code_version")}
-    if isinstance(data, dict):
-        data = {**SETTINGS_OLDER_RUNS_LACK, **data}
-    config = dataclass_from_json(TrainConfig, data, fields)
-    if config.resume is not None:
-        raise fields.error("resume", str(config.resume), "a run's saved config has null")
-    try:
-        config = resolve(config)
-    except ValueError as error:
-        raise CheckpointError(f"{path} breaks the rules of a training config: {error}") from None
-    check_size(fields, config.encoding, config.hidden, config.n_envs, config.n_steps)  # type: ignore[arg-type]
-    return config
+def _flag(name: str, value: Any) -> list[str]:
+    """The flag that sets ``name`` to ``value``, as tyro reads it."""
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return [flag if value else flag.replace("--", "--no-", 1)]
+    if isinstance(value, tuple):
+        return [flag, *map(str, value)]
+    return [flag, repr(value) if isinstance(value, float) else str(value)]
+
+
+def make_policy(
+    config: TrainConfig, lr_schedule: Callable[[float], float] | None = None
+) -> RingPolicy:
+    """The policy network of ``config``, freshly made: a
+    ``buttonup_env.learn.nets.RingPolicy`` on its encoding's views, with its layer sizes,
+    shared layers, bfloat16 products, critic and first layer, and its Adam optimiser. Training
+    has MaskablePPO build it with ``lr_schedule`` (train.py's ``make_model``); an export builds
+    it alone and loads a checkpoint's weights into it."""
+    view = ENCODINGS[config.encoding]
+    return RingPolicy(
+        spaces.Box(0.0, 1.0, (view.size,), np.float32),
+        spaces.Discrete(view.actions),
+        lr_schedule or (lambda _: config.learning_rate),
+        hidden=config.hidden,
+        shared=config.shared,
+        bfloat16=config.bfloat16,
+        critic=config.critic,
+        active_features=config.active_features,
+    )

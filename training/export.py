@@ -21,9 +21,8 @@ The exported player applies the legal-move mask (illegal logits to -inf, then th
 move), also for a plain ``PPO`` model trained without one.
 
 A run folder's checkpoint is read without unpickling anything (tensors and JSON, every value
-checked; see checkpoints.py), so a run folder someone sent you is safe to export; a run folder
-of an earlier version, whose checkpoints are SB3 .zip files, is refused with the command that
-converts it.
+checked; see training/runfolder.py), so a run folder someone sent you is safe to export; a run
+folder of another version of buttonup-env is refused with a sentence naming that version.
 """
 
 from __future__ import annotations
@@ -40,9 +39,9 @@ from buttonup_env.players.evaluation import EvaluationResult, evaluate
 from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import OnnxPolicy, load_sb3_model
 from buttonup_env.ui.cli import run_cli
-from training.checkpoints import CheckpointError, files, old_format, old_format_message, read_state
-from training.checkpoints import load_policy as load_checkpoint_policy
-from training.common import code_version, fail, read_eval_rows, read_json, write_card
+from training.common import code_version, fail, read_eval_rows, write_card
+from training.runfolder import Checkpoint, RunFolder, RunFolderError
+from training.typed_json import FieldError
 
 EVAL_SEED = 2026
 
@@ -111,9 +110,8 @@ TARGETS = (
     ("regret against the greedy bot", "greedy", "mean_regret", "at most", 0.02),
     ("exploitability", "best-response", "exploitability", "at most", 0.1),
 )
-"""The shipped agent's targets (issue 24's for the full preset, 15 minutes of pure self-play;
-issue 9's near-perfect agent had 0.02, 45%, 0.05, 99.5%, 0.05 and 0.3); the card says which
-are met and by how much any is missed."""
+"""What the shipped agent, trained by the full preset (15 minutes of pure self-play), is held
+to; the card says which are met and by how much any is missed."""
 
 
 def targets(
@@ -172,21 +170,18 @@ class ExportArgs:
     """Also measure the exact exploitability for the card (4 s for the shipped model)."""
 
 
-def checkpoint_training(run_dir: Path, which: str, steps: int, state: dict) -> dict:
-    """The card's training figures of a run's checkpoint: its steps and training minutes
-    (``state``: the checkpoint's saved state), and the whole run's, of which it is a point."""
+def checkpoint_training(run: RunFolder, which: str, checkpoint: Checkpoint) -> dict:
+    """The card's training figures of checkpoint ``which`` of ``run``: its steps and training
+    minutes, and the whole run's (its latest checkpoint's), of which it is a point."""
     training = {
         "checkpoint": which,
-        "steps": steps,
-        "minutes": round(state.get("train_seconds", 0.0) / 60, 1),
+        "steps": checkpoint.steps,
+        "minutes": round(checkpoint.progress.train_seconds / 60, 1),
     }
-    if (run_dir / "checkpoints" / "latest.json").is_file():
-        try:
-            latest = read_state(run_dir, "latest")
-        except CheckpointError as error:
-            fail(str(error))
-        training["run_steps"] = latest["steps"]
-        training["run_minutes"] = round(latest["train_seconds"] / 60, 1)
+    if run.has_checkpoint("latest"):
+        latest = run.read_checkpoint("latest")
+        training["run_steps"] = latest.steps
+        training["run_minutes"] = round(latest.progress.train_seconds / 60, 1)
     return training
 
 
@@ -290,29 +285,23 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.source} is not a run folder (no config.json) nor a Stable-Baselines3 .zip "
             "(export one with --trusted)"
         )
-    old = old_format(args.source, which)
-    if old is not None:
-        fail(old_format_message(args.source, old))
-    if not files(args.source, which)[0].is_file():
-        fail(f"{files(args.source, which)[0]} does not exist (run still starting?)")
     check_common(args)
-    config = read_json(args.source / "config.json")
     try:
-        policy, state = load_checkpoint_policy(args.source, which, config)
-    except CheckpointError as error:
+        run = RunFolder.open(args.source)
+        policy, checkpoint = run.load_policy(which)
+        training = checkpoint_training(run, which, checkpoint)
+    except (RunFolderError, FieldError) as error:
         fail(str(error))
-    training = checkpoint_training(args.source, which, state["steps"], state)
-    eval_file = args.source / "eval.jsonl"
-    if eval_file.is_file():
+    if run.eval_file.is_file():
         try:
-            training["periodic_evaluations"] = read_eval_rows(eval_file)
+            training["periodic_evaluations"] = read_eval_rows(run.eval_file)
         except ValueError as error:
-            fail(f"{eval_file} is damaged ({error})")
+            fail(f"{run.eval_file} is damaged ({error})")
     out = args.out or args.source / f"{which}.onnx"
     export_with_card(
         policy,
         out,
-        config,
+        run.card_config(),
         training,
         args.random_matches,
         args.perfect_matches,

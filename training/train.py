@@ -7,28 +7,28 @@
 What runs of it gave, each with its command, is in the results log, docs/experiments.md; the
 settings and presets are training/config.py's (``TrainConfig``, ``PRESETS``).
 
-Every run writes to its own folder ``runs/NAME``: ``config.json``, TensorBoard logs (``tb/``),
-checkpoints (``checkpoints/latest.pt`` and ``latest.json``, every ``checkpoint_every`` steps
-and on Ctrl-C: tensors and JSON, read back without unpickling anything, see checkpoints.py),
-the opponent snapshots (``snapshots/``), the periodic evaluations (``eval.jsonl``), and at the
-end the exported policies ``final.onnx`` and ``best.onnx`` with their cards.
+Every run writes to its own folder ``runs/NAME`` (training/runfolder.py): ``config.json``,
+TensorBoard logs (``tb/``), checkpoints (``checkpoints/latest.pt`` and ``latest.json``, every
+``checkpoint_every`` steps and on Ctrl-C: tensors and JSON, read back without unpickling
+anything), the opponent snapshots (``snapshots/``), the periodic evaluations
+(``eval.jsonl``), and at the end the exported policies ``final.onnx`` and ``best.onnx`` with
+their cards.
 
 Ctrl-C (or kill) lets the update, evaluation or checkpoint under way finish, saves a checkpoint
 and exits with 130; ``--resume`` continues from there. A second Ctrl-C stops at once.
 
-What the agent learns from: the round margin (own strength minus the opponent's, divided by 18)
-at the end of each one-round episode (``--reward sign``: +1, 0 or -1 for winning, tying or
-losing the round). The exact solver never enters the loss or the reward; it
-only judges (the regret figures, and which snapshot is kept as ``best``).
+What the agent learns from: the round margin (own strength minus the opponent's, divided by
+the largest margin, 18) at the end of each one-round episode (``--reward sign``: +1, 0 or -1
+for winning, tying or losing the round). The exact solver never enters the loss or the
+reward; it only judges (the regret figures, and which snapshot is kept as ``best``).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
-import random
+import shlex
 import signal
 import sys
 import time
@@ -48,33 +48,25 @@ from tqdm import tqdm
 from buttonup_env.envs.vector import ButtonUpVectorEnv
 from buttonup_env.envs.wrappers import RingObservation
 from buttonup_env.game.encoding import ENCODINGS
-from buttonup_env.learn.nets import RingPolicy
 from buttonup_env.learn.onnx_writer import export_onnx
 from buttonup_env.learn.sb3 import SB3VecEnv, TensorRolloutBuffer
 from buttonup_env.players.arena import evaluate_many
 from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.players.league import rate_against_ladder
 from buttonup_env.players.policy import OnnxPolicy
-from buttonup_env.players.selfplay import OpponentMix, OpponentPool
-from buttonup_env.ui.cli import run_cli
-from training.checkpoints import (
-    CheckpointError,
-    check_resume_point,
-    load_weights,
-    read_state,
-    save_checkpoint,
-)
-from training.checkpoints import load_policy as load_checkpoint_policy
-from training.checkpoints import require as require_checkpoint
-from training.common import code_version, fail, plot_learning_curve, read_json
-from training.config import (  # train.X still names them, as before training.config
-    TrainConfig,
-    config_from_json,
-    config_to_json,
-    parse_config,
-    resolve,
-)
+from buttonup_env.players.selfplay import SNAPSHOT_GLOB, OpponentMix, OpponentPool
+from buttonup_env.ui.cli import fail, run_cli
+from training.common import plot_learning_curve
+from training.config import TrainConfig, make_policy, parse_config, resolve
 from training.export import checkpoint_training, export_with_card
+from training.runfolder import (
+    Progress,
+    RunFolder,
+    RunFolderError,
+    snapshot_path,
+    take_resume_point,
+)
+from training.typed_json import FieldError
 
 PERIODIC_EVAL_SEED = 1000
 """Layouts of the periodic evaluations (the same at every evaluation, so rows compare)."""
@@ -117,7 +109,8 @@ def make_worker_env(snapshot_dir: Path, mix: OpponentMix, encoding: str, reward:
 
 
 def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) -> VecEnv:
-    """``n_envs`` training envs (seeded with ``seed``, default the config's)."""
+    """``n_envs`` training envs (seeded with ``seed``, default the config's), their opponent
+    pools reading the snapshots of ``run_dir``."""
     if config.vec_env == "batched":
         # the trainer refreshes the pool after each snapshot: no timing in which one plays
         pool = OpponentPool(run_dir / "snapshots", config.opponents, refresh_seconds=math.inf)
@@ -149,9 +142,10 @@ def make_vec_env(config: TrainConfig, run_dir: Path, seed: int | None = None) ->
 def make_model(
     config: TrainConfig, venv: VecEnv, tensorboard_log: Path | None = None
 ) -> MaskablePPO:
-    """A new MaskablePPO with ``config``'s network and hyperparameters."""
+    """A new MaskablePPO with ``config``'s network (made by ``config.make_policy``) and
+    hyperparameters."""
     return MaskablePPO(
-        RingPolicy,
+        lambda observation_space, action_space, lr_schedule: make_policy(config, lr_schedule),
         venv,
         learning_rate=config.learning_rate,
         n_steps=config.n_steps,
@@ -168,273 +162,215 @@ def make_model(
         ent_coef=config.ent_coef_start,
         seed=config.seed,
         device="cpu",
-        policy_kwargs=dict(
-            hidden=config.hidden,
-            shared=config.shared,
-            bfloat16=config.bfloat16,
-            critic=config.critic,
-            active_features=config.active_features,
-        ),
         tensorboard_log=None if tensorboard_log is None else str(tensorboard_log),
     )
 
 
-# --- callbacks -----------------------------------------------------------------------------
+def write_snapshot(model: MaskablePPO, run_dir: Path) -> Path:
+    """Add the learner as it is now to the opponent pool (``snapshots/step_N.onnx``)."""
+    path = snapshot_path(run_dir, model.num_timesteps)
+    export_onnx(model.policy, path, {"steps": model.num_timesteps})
+    return path
 
 
-def run_progress(config: TrainConfig, steps: int, state: dict) -> float:
+# --- the run -------------------------------------------------------------------------------
+
+
+def train(config: TrainConfig, command: str, on_eval: Callable[[dict], None] | None = None) -> Path:
+    """Run a training, or resume one (``config.resume``); return the run folder.
+
+    A new run's ``config`` is resolved (``training.config.resolve``); ``command`` is the
+    command line that started it, for its config.json. ``on_eval`` is called with each periodic
+    evaluation's row once it is in ``eval.jsonl`` (training/tune.py reports it to Optuna); an
+    exception it raises ends the training, after the checkpoint is saved, and leaves
+    ``train`` (the pruning of a trial). A run folder that cannot be resumed raises
+    ``RunFolderError`` or ``FieldError``, before anything is trained.
+    """
+    if config.resume is None:
+        run, checkpoint = RunFolder.create(config, command), None
+    else:
+        run = RunFolder.open(config.resume)
+        checkpoint = run.read_checkpoint("latest")
+    config = run.config
+    progress = Progress() if checkpoint is None else checkpoint.progress
+    th.set_num_threads(config.threads)
+    # without a saved env state (dummy, subproc), a resumed run must not replay the layouts
+    # of its start: the seed is offset by the steps done
+    venv = make_vec_env(config, run.path, config.seed + (checkpoint.steps if checkpoint else 0))
+    model = make_model(config, venv, tensorboard_log=run.path / "tb")
+    try:
+        if checkpoint is None:
+            write_snapshot(model, run.path)  # pure self-play has an opponent from the start
+            progress.next_snapshot = config.snapshot_every
+            budget = f" or {config.minutes:g} minutes" if config.minutes else ""
+            print(f"training in {run.path} for {config.total_steps:,} steps{budget}")
+        else:  # the weights, the optimiser, and with the batched env its games
+            run.load_checkpoint(model, checkpoint)
+            print(f"resuming {run.path} at step {model.num_timesteps:,} of {config.total_steps:,}")
+        finished = learn(model, run, progress, on_eval)
+        if finished:
+            finish(model, run, progress)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one during the export: --resume redoes it
+        finished = False
+    finally:  # learn() made a logger: its TensorBoard writer holds a thread and a file open
+        venv.close()  # (tune.py runs many trainings in one process)
+        if hasattr(model, "_logger"):
+            model.logger.close()
+    if not finished:
+        stopped(model, run.path)
+    return run.path
+
+
+def learn(
+    model: MaskablePPO,
+    run: RunFolder,
+    progress: Progress,
+    on_eval: Callable[[dict], None] | None,
+) -> bool:
+    """Train ``model`` until its budget is spent or a stop is asked (Ctrl-C or kill: the update,
+    evaluation or checkpoint under way finishes first), then save a checkpoint; return whether
+    the budget was spent. The learning curve ends with an evaluation where training did."""
+    config = run.config
+    stop = StopRequest()
+    periodic = Periodic(run, progress, stop, on_eval)
+    with stop:
+        try:
+            if model.num_timesteps < config.total_steps:
+                model.learn(
+                    config.total_steps - model.num_timesteps,
+                    callback=CallbackList([Clock(progress), Schedules(config, progress), periodic]),
+                    reset_num_timesteps=False,
+                    tb_log_name="ppo",
+                )
+        except BaseException:  # a second Ctrl-C (maybe mid-update), or on_eval's exception
+            save_on_exit(model, run, progress, stop.requested, broken_off=True)
+            raise
+        save_on_exit(model, run, progress, stop.requested, broken_off=False)
+        if stop.requested or not budget_spent(config, model.num_timesteps, progress):
+            return False
+        print(stop_reason(config, model.num_timesteps, progress))
+        if progress.last_eval_steps != model.num_timesteps:
+            periodic.evaluate()
+            model.logger.dump(model.num_timesteps)
+            run.save_checkpoint(model, progress)
+        return not stop.requested
+
+
+def save_on_exit(
+    model: MaskablePPO, run: RunFolder, progress: Progress, stop_requested: bool, broken_off: bool
+) -> None:
+    """The checkpoint written when ``model.learn`` ends, with the point a resumed run goes on
+    from (``progress.resume``, kept by :class:`Periodic` at each rollout's start):
+
+    - learn broken off by an exception (a second Ctrl-C, maybe mid-update): no resume point,
+      a resumed run starts new episodes;
+    - an update since the last resume point: a new one, at the start of the next rollout;
+    - stopped (``stop_requested``) within a rollout whose steps reached no update: the step
+      count goes back to the rollout's start (the weights are unchanged since), where a
+      resumed run plays the rollout again exactly;
+    - the budget spent within such a rollout: no resume point (the run is over; a resume of
+      it only exports it again).
+    """
+    point = progress.resume
+    if point is None or broken_off:
+        progress.resume = None
+    elif point.n_updates != model._n_updates:
+        progress.resume = take_resume_point(model)
+    elif stop_requested:
+        model.num_timesteps = point.steps
+    else:
+        progress.resume = None
+    run.save_checkpoint(model, progress)
+
+
+def stopped(model: MaskablePPO, run_dir: Path) -> NoReturn:
+    """Leave an interrupted run: say how to continue it, exit with 130 (as after Ctrl-C)."""
+    draw_learning_curve(run_dir)
+    print(
+        f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
+        f"  python training/train.py --resume {run_dir}"
+    )
+    raise SystemExit(130)
+
+
+def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
+    """Export the final policy and the lowest-regret checkpoint with their cards, each judged
+    against the random and the perfect bot (``final_eval_matches`` matches each), and print
+    the figures."""
+    draw_learning_curve(run.path)
+    matches = run.config.final_eval_matches
+    minutes = round(progress.train_seconds / 60, 1)
+    policies = [(run.path / "final.onnx", model.policy, model.num_timesteps)]
+    trainings = [{"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}]
+    if run.has_checkpoint("best"):
+        best_policy, best = run.load_policy("best")
+        training = checkpoint_training(run, "best", best)
+        training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
+        policies.append((run.path / "best.onnx", best_policy, best.steps))
+        trainings.append(training)
+    print(
+        f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
+        "matches against the random and the perfect bot each"
+    )
+    rows = []
+    for (path, policy, steps), training in zip(policies, trainings, strict=True):
+        results = export_with_card(
+            policy, path, run.card_config(), training, matches, matches, quiet=True
+        )
+        rows.append((path, steps, results["random"], results["perfect"]))
+    print(
+        f"{'':12s} {'steps':>11s}   {'against random: won, regret':>27s}   "
+        "against perfect: won, regret"
+    )
+    for path, steps, rand, perfect in rows:
+        print(
+            f"{path.name:12s} {steps:>11,}   {rand.wins:>9}/{rand.matches} "
+            f"({100 * rand.win_rate:5.1f}%), {rand.mean_regret:.3f}   {perfect.wins:>9}/"
+            f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}"
+        )
+    best_path = run.path / "best.onnx"
+    print(
+        "(regret: round points lost per decision against the exact solver's best move; "
+        "0 is perfect play)\n"
+        f"policy: {policies[0][0]} (card: {policies[0][0].with_suffix('.json')})\n"
+        f"lowest-regret checkpoint: {best_path}\n"
+        "judge it with 500 matches against the perfect bot and the exact exploitability:\n"
+        f"  python training/evaluate.py --model {best_path} --opponent perfect --matches 500\n"
+        f"  python training/evaluate.py --model {best_path} --opponent best-response"
+    )
+
+
+def draw_learning_curve(run_dir: Path) -> None:
+    """``learning_curve.png`` from the run's periodic evaluations (drawn when training stops,
+    not after every evaluation: matplotlib takes about half a second a picture)."""
+    plot_learning_curve(run_dir / "eval.jsonl", run_dir / "learning_curve.png", run_dir.name)
+
+
+# --- the budget and the callbacks ----------------------------------------------------------
+
+
+def run_progress(config: TrainConfig, steps: int, progress: Progress) -> float:
     """How far the run is, from 0 to 1: by steps, or by time when that is further along."""
-    progress = steps / config.total_steps  # type: ignore[operator]
+    done = steps / config.total_steps  # type: ignore[operator]
     if config.minutes:
-        progress = max(progress, state.get("train_seconds", 0.0) / (60 * config.minutes))
-    return min(progress, 1.0)
+        done = max(done, progress.train_seconds / (60 * config.minutes))
+    return min(done, 1.0)
 
 
-def stop_reason(config: TrainConfig, steps: int, state: dict) -> str:
+def budget_spent(config: TrainConfig, steps: int, progress: Progress) -> bool:
+    """True once the run has its total_steps, or its minutes of training time."""
+    return run_progress(config, steps, progress) >= 1.0
+
+
+def stop_reason(config: TrainConfig, steps: int, progress: Progress) -> str:
     """Which budget ended the run, in a sentence."""
-    minutes = state.get("train_seconds", 0.0) / 60
+    minutes = progress.train_seconds / 60
     if steps >= config.total_steps:  # type: ignore[operator]
         return f"training stopped: {steps:,} steps done (--total-steps), in {minutes:.1f} minutes"
     return (
         f"training stopped: the time budget of {config.minutes:g} minutes is spent (--minutes), "
         f"at step {steps:,} of {config.total_steps:,}"
     )
-
-
-def budget_spent(config: TrainConfig, steps: int, state: dict) -> bool:
-    """True once the run has its total_steps, or its minutes of training time."""
-    return run_progress(config, steps, state) >= 1.0
-
-
-class Schedules(BaseCallback):
-    """Linear decay of the entropy coefficient, and of the learning rate if
-    ``learning_rate_end`` is set, over the whole run (steps or time budget)."""
-
-    def __init__(self, config: TrainConfig, state: dict) -> None:
-        super().__init__()
-        self.config = config
-        self.state = state  # its train_seconds, kept by Clock
-
-    def _on_rollout_start(self) -> None:
-        progress = run_progress(self.config, self.num_timesteps, self.state)
-        c = self.config
-        self.model.ent_coef = c.ent_coef_start + (c.ent_coef_end - c.ent_coef_start) * progress
-        self.logger.record("train/ent_coef", self.model.ent_coef)
-        if c.learning_rate_end is not None:  # SB3 reads lr_schedule before each update
-            rate = c.learning_rate + (c.learning_rate_end - c.learning_rate) * progress
-            self.model.lr_schedule = ConstantSchedule(rate)
-
-    def _on_step(self) -> bool:
-        return True
-
-
-class Periodic(BaseCallback):
-    """Snapshots, evaluations and checkpoints at fixed step intervals."""
-
-    def __init__(
-        self,
-        config: TrainConfig,
-        run_dir: Path,
-        state: dict,
-        stop: StopRequest,
-        on_eval: Callable[[dict], None] | None = None,
-    ) -> None:
-        super().__init__()
-        self.config = config
-        self.run_dir = run_dir
-        self.state = state  # persisted in checkpoints/latest.json
-        self.stop = stop
-        self.on_eval = on_eval
-        self.bar: tqdm | None = None
-
-    @property
-    def steps(self) -> int:
-        """Steps trained so far (read from the model: SB3 updates ``num_timesteps`` late)."""
-        return self.model.num_timesteps
-
-    def _due(self, key: str, every: int) -> bool:
-        if self.steps >= self.state.get(key, 0):
-            self.state[key] = (self.steps // every + 1) * every
-            return True
-        return False
-
-    def _on_training_start(self) -> None:
-        if self.config.progress:
-            # in per mille of the run: the bar follows whichever budget binds, steps or minutes
-            self.bar = tqdm(
-                total=1000,
-                initial=self._permille(),
-                bar_format="{percentage:3.0f}%|{bar}| {desc} [{elapsed}<{remaining}]",
-                dynamic_ncols=True,
-                smoothing=0.05,
-                mininterval=1.0 if sys.stderr.isatty() else 30.0,  # few lines in logs
-            )
-            self._describe()
-
-    def _permille(self) -> int:
-        return int(1000 * run_progress(self.config, self.steps, self.state))
-
-    def _describe(self) -> None:
-        """The bar's text: steps of total_steps, and minutes of the budget when there is one."""
-        c = self.config
-        text = f"{self.steps:,}/{c.total_steps:,} steps"
-        if c.minutes:
-            text += f", {self.state.get('train_seconds', 0.0) / 60:.1f}/{c.minutes:g} min"
-        self.bar.set_description_str(text, refresh=False)  # type: ignore[union-attr]
-
-    def _on_rollout_start(self) -> None:
-        # SB3 calls this after the previous update, so the weights match num_timesteps
-        c = self.config
-        if self._due("next_snapshot", c.snapshot_every):
-            self.snapshot()
-        snapshots = len(list((self.run_dir / "snapshots").glob("step_*.onnx")))
-        self.logger.record("pool/size", min(snapshots, c.opponents.max_snapshots))
-        if self._due("next_eval", c.eval_every):
-            self.evaluate()
-        # the last thing before the rollout's first step: where a resumed run starts again
-        point = resume_point(self.model)
-        if point is not None:
-            self.state["resume"] = point
-        if self._due("next_checkpoint", c.checkpoint_every):
-            save_checkpoint(self.model, self.run_dir, self.state)
-
-    def _on_step(self) -> bool:
-        if self.bar is not None:
-            permille = self._permille()
-            if permille > self.bar.n:
-                self._describe()
-                self.bar.update(permille - self.bar.n)
-        if self.stop.requested:
-            return False
-        if self.steps >= self.config.total_steps:
-            # stop exactly at the budget (SB3 would finish the rollout under way), except on a
-            # rollout's last step: then SB3 finishes it, makes its update, and learn() ends
-            return self.locals.get("n_steps", -2) + 1 == self.model.n_steps
-        return not budget_spent(self.config, self.steps, self.state)
-
-    def _on_training_end(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-    def snapshot(self) -> Path:
-        path = write_snapshot(self.model, self.run_dir)
-        refresh_pools(self.training_env)  # the new snapshot plays from the next episode on
-        return path
-
-    def evaluate(self) -> None:
-        c = self.config
-        path = self.run_dir / "eval_policy.onnx"
-        export_onnx(self.model.policy, path, {"steps": self.steps})
-        player = OnnxPolicy(path)  # evaluate_many plays it as arena.MEASURED, not by its path
-        path.unlink()
-        row: dict[str, Any] = {
-            "steps": self.steps,
-            "minutes": round(self.state.get("train_seconds", 0.0) / 60, 2),
-        }
-        results = evaluate_many(player, BOT_NAMES, c.eval_matches, seed=PERIODIC_EVAL_SEED)
-        for name, result in zip(BOT_NAMES, results, strict=True):  # all the matches at once
-            row[f"win_rate_{name}"] = result.win_rate
-            row[f"regret_{name}"] = result.mean_regret
-            self.logger.record(f"eval/win_rate_{name}", result.win_rate)
-            self.logger.record(f"eval/regret_vs_{name}", result.mean_regret)
-            self.logger.record(f"eval/round_margin_{name}", result.mean_round_margin)
-            if name == "perfect":  # where in a round the mistakes sit (the first moves, so far)
-                row["regret_by_move_perfect"] = result.to_dict()["regret_by_move"]
-                self.logger.record("eval/regret_vs_perfect_first_move", result.regret_by_move[0])
-        if c.ladder_matches:  # the rating on the league's scale, against a fixed ladder
-            row.update(rate_against_ladder(player, c.ladder, c.ladder_matches, PERIODIC_EVAL_SEED))
-            for key in ("elo", "elo_low", "elo_high"):
-                self.logger.record(f"eval/{key}", row[key])
-        regret = float(row["regret_perfect"])
-        self.state["last_eval_steps"] = self.steps
-        if regret < self.state.get("best_regret", float("inf")):
-            self.state["best_regret"] = regret
-            self.state["best_steps"] = self.steps
-            save_checkpoint(self.model, self.run_dir, self.state, name="best")
-        with open(self.run_dir / "eval.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
-        message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
-            f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOT_NAMES
-        )
-        message += f"  Elo {row['elo']:.0f}" if "elo" in row else ""
-        (self.bar.write if self.bar is not None else print)(message)
-        if self.on_eval is not None:
-            self.on_eval(row)
-
-
-def refresh_pools(venv: VecEnv) -> None:
-    """Have the opponent pools of ``venv`` re-read the snapshot folder at their next draw."""
-    batch = getattr(venv, "env", None)
-    if isinstance(batch, ButtonUpVectorEnv):
-        if batch.pool is not None:
-            batch.pool.refresh()
-    else:
-        venv.env_method("refresh_pool")
-
-
-def resume_point(model: MaskablePPO) -> dict | None:
-    """What a resumed run needs to go on exactly as this one would from here, at the start of
-    a rollout: the batched env's state (positions, opponents, generators), SB3's episode
-    starts and the generators torch, numpy and Python draw from (actions, minibatches).
-
-    None for the ``dummy`` and ``subproc`` envs, whose state is not saved: a resumed run
-    starts new episodes there, from the seed plus the steps done.
-    """
-    batch = getattr(model.get_env(), "env", None)
-    if not isinstance(batch, ButtonUpVectorEnv):
-        return None
-    name, keys, pos, has_gauss, gauss = np.random.get_state()
-    version, internal, python_gauss = random.getstate()
-    return {
-        "steps": model.num_timesteps,
-        "n_updates": model._n_updates,
-        "env": batch.get_state(),
-        "episode_starts": np.asarray(model._last_episode_starts).tolist(),
-        "torch_rng": th.get_rng_state().tolist(),
-        "numpy_rng": [name, keys.tolist(), pos, has_gauss, gauss],
-        "python_rng": [version, list(internal), python_gauss],
-    }
-
-
-def resume_games(model: MaskablePPO, run_dir: Path, point: dict) -> None:
-    """Check the resume point saved in the run's ``latest.json``, field by field, then put
-    ``model`` (just loaded, with a fresh batched env) back there; :class:`CheckpointError`
-    naming the field when one is not what the run saved."""
-    state_file = run_dir / "checkpoints" / "latest.json"
-    batch = getattr(model.get_env(), "env", None)
-    if not isinstance(batch, ButtonUpVectorEnv):
-        raise CheckpointError(
-            f"{state_file}: resume holds the games of a batched env, but the run's config.json "
-            "says another vec_env"
-        )
-    check_resume_point(state_file, point, batch, model.num_timesteps, model._n_updates)
-    try:
-        restore_resume_point(model, point)
-    except (ValueError, RuntimeError) as error:  # e.g. a snapshot no longer in snapshots/
-        raise CheckpointError(
-            f"{state_file}: the saved games cannot be restored: {error}"
-        ) from None
-
-
-def restore_resume_point(model: MaskablePPO, point: dict) -> None:
-    """Put ``model`` (just loaded, with a fresh batched env) back at ``resume_point`` (checked
-    by :func:`resume_games`)."""
-    batch = model.get_env().env  # type: ignore[union-attr]
-    batch.set_state(point["env"])
-    model._last_obs = batch.observe()  # type: ignore[assignment]
-    model._last_episode_starts = np.array(point["episode_starts"], dtype=bool)
-    th.set_rng_state(th.tensor(point["torch_rng"], dtype=th.uint8))
-    name, keys, pos, has_gauss, gauss = point["numpy_rng"]
-    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, gauss))
-    version, internal, python_gauss = point["python_rng"]
-    random.setstate((version, tuple(internal), python_gauss))
-
-
-def write_snapshot(model: MaskablePPO, run_dir: Path) -> Path:
-    """Add the learner as it is now to the opponent pool (``snapshots/step_N.onnx``)."""
-    path = run_dir / "snapshots" / f"step_{model.num_timesteps:09d}.onnx"
-    export_onnx(model.policy, path, {"steps": model.num_timesteps})
-    return path
 
 
 class StopRequest:
@@ -473,202 +409,178 @@ class StopRequest:
 
 
 class Clock(BaseCallback):
-    """Counts training wall time across resumes."""
+    """Counts training wall time across resumes (``progress.train_seconds``)."""
 
-    def __init__(self, state: dict) -> None:
+    def __init__(self, progress: Progress) -> None:
         super().__init__()
-        self.state = state
+        self.progress = progress
         self.last = time.monotonic()
 
     def _on_step(self) -> bool:
         now = time.monotonic()
-        self.state["train_seconds"] = self.state.get("train_seconds", 0.0) + now - self.last
+        self.progress.train_seconds += now - self.last
         self.last = now
         return True
 
 
-# --- main ----------------------------------------------------------------------------------
+class Schedules(BaseCallback):
+    """Linear decay of the entropy coefficient, and of the learning rate if
+    ``learning_rate_end`` is set, over the whole run (steps or time budget)."""
+
+    def __init__(self, config: TrainConfig, progress: Progress) -> None:
+        super().__init__()
+        self.config = config
+        self.progress = progress  # its train_seconds, kept by Clock
+
+    def _on_rollout_start(self) -> None:
+        done = run_progress(self.config, self.num_timesteps, self.progress)
+        c = self.config
+        self.model.ent_coef = c.ent_coef_start + (c.ent_coef_end - c.ent_coef_start) * done
+        self.logger.record("train/ent_coef", self.model.ent_coef)
+        if c.learning_rate_end is not None:  # SB3 reads lr_schedule before each update
+            rate = c.learning_rate + (c.learning_rate_end - c.learning_rate) * done
+            self.model.lr_schedule = ConstantSchedule(rate)
+
+    def _on_step(self) -> bool:
+        return True
 
 
-def train(
-    config: TrainConfig, argv: list[str], on_eval: Callable[[dict], None] | None = None
-) -> Path:
-    """Run (or resume) a training; return the run folder. A new run's ``config`` is resolved.
-
-    ``on_eval`` is called with each periodic evaluation's row once it is in ``eval.jsonl``
-    (training/tune.py reports it to Optuna); an exception it raises ends the training, after
-    the checkpoint is saved, and leaves ``train`` (the pruning of a trial).
-    """
-    if config.resume is not None:
-        run_dir = config.resume
-        if not (run_dir / "config.json").is_file():
-            fail(f"--resume {run_dir}: no config.json there (not a run folder)")
-        try:  # nothing in a run folder is unpickled: every saved value is checked instead
-            require_checkpoint(run_dir, "latest")
-            config = config_from_json(read_json(run_dir / "config.json"), run_dir / "config.json")
-            state = read_state(run_dir, "latest")
-        except CheckpointError as error:
-            fail(str(error))
-        checkpoint: str | None = "latest"
-    else:
-        name = config.run_name or f"{config.preset}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run_dir = config.runs_dir / name
-        if run_dir.exists():
-            fail(f"run folder {run_dir} exists; pick another --run-name")
-        run_dir.mkdir(parents=True)
-        saved = config_to_json(config)
-        saved["command"] = " ".join(["python", "training/train.py", *argv])
-        saved["code_version"] = code_version()
-        (run_dir / "config.json").write_text(json.dumps(saved, indent=2))
-        state = {"train_seconds": 0.0}  # every checkpoint says it, even one at step 0
-        checkpoint = None
-    (run_dir / "snapshots").mkdir(exist_ok=True)
-    th.set_num_threads(config.threads)
-    # without a saved env state (dummy, subproc), a resumed run must not replay the layouts
-    # of its start: offset the seed by the steps done
-    venv = make_vec_env(config, run_dir, config.seed + int(state.get("steps", 0)))
-    if checkpoint is not None:  # the network rebuilt from the config, then the saved tensors
-        model = make_model(config, venv, tensorboard_log=run_dir / "tb")
-        try:
-            load_weights(model, run_dir, checkpoint, state)
-            point = state.get("resume")
-            if point is not None and point.get("steps") == model.num_timesteps:
-                resume_games(model, run_dir, point)  # the batched env: exactly where it stopped
-        except CheckpointError as error:
-            venv.close()
-            fail(str(error))
-        print(f"resuming {run_dir} at step {model.num_timesteps:,} of {config.total_steps:,}")
-    else:
-        model = make_model(config, venv, tensorboard_log=run_dir / "tb")
-        budget = f" or {config.minutes:g} minutes" if config.minutes else ""
-        print(f"training in {run_dir} for {config.total_steps:,} steps{budget}")
-    stop = StopRequest()
-    periodic = Periodic(config, run_dir, state, stop, on_eval)
-    if checkpoint is None:  # the first snapshot, before the first episode: pure self-play has
-        write_snapshot(model, run_dir)  # an opponent from the start
-        state["next_snapshot"] = config.snapshot_every
-    callbacks = CallbackList([Clock(state), Schedules(config, state), periodic])
-    remaining = config.total_steps - model.num_timesteps
-    try:
-        with stop:  # Ctrl-C: stop at the next step, after the evaluation or checkpoint under way
-            try:
-                if remaining > 0:
-                    model.learn(
-                        remaining, callback=callbacks, reset_num_timesteps=False, tb_log_name="ppo"
-                    )
-            except BaseException:  # e.g. a second Ctrl-C, maybe mid-update
-                save_on_exit(model, run_dir, state, stop.requested, broken_off=True)
-                raise
-            else:
-                save_on_exit(model, run_dir, state, stop.requested, broken_off=False)
-            finally:
-                venv.close()
-            if stop.requested or not budget_spent(config, model.num_timesteps, state):
-                stopped(model, run_dir)
-            print(stop_reason(config, model.num_timesteps, state))
-            if state.get("last_eval_steps") != model.num_timesteps:
-                periodic.evaluate()  # the learning curve ends where training did
-                model.logger.dump(model.num_timesteps)
-                save_checkpoint(model, run_dir, state)
-            if stop.requested:
-                stopped(model, run_dir)
-        finish(model, config, run_dir, state)
-    except KeyboardInterrupt:  # a second Ctrl-C, or one during the export: --resume redoes it
-        stopped(model, run_dir)
-    finally:  # learn() made a logger: its TensorBoard writer holds a thread and a file open
-        if hasattr(model, "_logger"):  # (tune.py runs many trainings in one process)
-            model.logger.close()
-    return run_dir
+def next_multiple(steps: int, every: int) -> int:
+    """The first multiple of ``every`` after ``steps``: when something periodic is due next."""
+    return (steps // every + 1) * every
 
 
-def save_on_exit(
-    model: MaskablePPO, run_dir: Path, state: dict, stop_requested: bool, broken_off: bool
-) -> None:
-    """The checkpoint written when ``model.learn`` ends, with the point a resumed run goes on
-    from (``state["resume"]``, kept by :class:`Periodic` at each rollout's start):
+class Periodic(BaseCallback):
+    """Snapshots, evaluations and checkpoints at fixed step intervals, and the progress bar."""
 
-    - learn broken off by an exception (a second Ctrl-C, maybe mid-update): no resume point,
-      a resumed run starts new episodes;
-    - an update since the last resume point: a new one, at the start of the next rollout;
-    - stopped (``stop_requested``) within a rollout whose steps reached no update: the step
-      count goes back to the rollout's start (the weights are unchanged since), where a
-      resumed run plays the rollout again exactly.
-    """
-    point = state.get("resume")
-    if broken_off:
-        state.pop("resume", None)
-    elif point is not None and point["n_updates"] != model._n_updates:
-        state["resume"] = resume_point(model)
-    elif point is not None and stop_requested:
-        model.num_timesteps = point["steps"]
-    save_checkpoint(model, run_dir, state)
+    def __init__(
+        self,
+        run: RunFolder,
+        progress: Progress,
+        stop: StopRequest,
+        on_eval: Callable[[dict], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.run = run
+        self.config = run.config
+        self.progress = progress  # saved in every checkpoint
+        self.stop = stop
+        self.on_eval = on_eval
+        self.bar: tqdm | None = None
 
+    @property
+    def steps(self) -> int:
+        """Steps trained so far (read from the model: SB3 updates ``num_timesteps`` late)."""
+        return self.model.num_timesteps
 
-def draw_learning_curve(run_dir: Path) -> None:
-    """``learning_curve.png`` from the run's periodic evaluations (drawn when training stops,
-    not after every evaluation: matplotlib takes about half a second a picture)."""
-    plot_learning_curve(run_dir / "eval.jsonl", run_dir / "learning_curve.png", run_dir.name)
+    def _on_training_start(self) -> None:
+        if self.config.progress:
+            # in per mille of the run: the bar follows whichever budget binds, steps or minutes
+            self.bar = tqdm(
+                total=1000,
+                initial=self._permille(),
+                bar_format="{percentage:3.0f}%|{bar}| {desc} [{elapsed}<{remaining}]",
+                dynamic_ncols=True,
+                smoothing=0.05,
+                mininterval=1.0 if sys.stderr.isatty() else 30.0,  # few lines in logs
+            )
+            self._describe()
 
+    def _permille(self) -> int:
+        return int(1000 * run_progress(self.config, self.steps, self.progress))
 
-def stopped(model: MaskablePPO, run_dir: Path) -> NoReturn:
-    """Leave an interrupted run: say how to continue it, exit with 130 (as after Ctrl-C)."""
-    draw_learning_curve(run_dir)
-    print(
-        f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
-        f"  python training/train.py --resume {run_dir}"
-    )
-    raise SystemExit(130)
+    def _describe(self) -> None:
+        """The bar's text: steps of total_steps, and minutes of the budget when there is one."""
+        c = self.config
+        text = f"{self.steps:,}/{c.total_steps:,} steps"
+        if c.minutes:
+            text += f", {self.progress.train_seconds / 60:.1f}/{c.minutes:g} min"
+        self.bar.set_description_str(text, refresh=False)  # type: ignore[union-attr]
 
+    def _on_rollout_start(self) -> None:
+        # SB3 calls this after the previous update, so the weights match num_timesteps
+        c, p, steps = self.config, self.progress, self.steps
+        if steps >= p.next_snapshot:
+            p.next_snapshot = next_multiple(steps, c.snapshot_every)  # type: ignore[arg-type]
+            self.snapshot()
+        snapshots = len(list((self.run.path / "snapshots").glob(SNAPSHOT_GLOB)))
+        self.logger.record("pool/size", min(snapshots, c.opponents.max_snapshots))
+        if steps >= p.next_eval:
+            p.next_eval = next_multiple(steps, c.eval_every)  # type: ignore[arg-type]
+            self.evaluate()
+        # the last thing before the rollout's first step: where a resumed run starts again
+        p.resume = take_resume_point(self.model)
+        if steps >= p.next_checkpoint:
+            p.next_checkpoint = next_multiple(steps, c.checkpoint_every)  # type: ignore[arg-type]
+            self.run.save_checkpoint(self.model, p)
 
-def finish(model: MaskablePPO, config: TrainConfig, run_dir: Path, state: dict) -> None:
-    """Export the final policy and the lowest-regret checkpoint with their cards, each judged
-    against the random and the perfect bot (``final_eval_matches`` matches each), and print
-    the figures."""
-    draw_learning_curve(run_dir)
-    config_json = read_json(run_dir / "config.json")
-    matches = config.final_eval_matches
-    minutes = round(state.get("train_seconds", 0.0) / 60, 1)
-    policies = [(run_dir / "final.onnx", model.policy, model.num_timesteps)]
-    trainings = [{"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}]
-    if (run_dir / "checkpoints" / "best.pt").is_file():
-        try:
-            best_policy, best_state = load_checkpoint_policy(run_dir, "best", config_json)
-        except CheckpointError as error:
-            fail(str(error))
-        training = checkpoint_training(run_dir, "best", best_state["steps"], best_state)
-        training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
-        policies.append((run_dir / "best.onnx", best_policy, best_state["steps"]))
-        trainings.append(training)
-    print(
-        f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
-        "matches against the random and the perfect bot each"
-    )
-    rows = []
-    for (path, policy, steps), training in zip(policies, trainings, strict=True):
-        results = export_with_card(
-            policy, path, config_json, training, matches, matches, quiet=True
+    def _on_step(self) -> bool:
+        if self.bar is not None:
+            permille = self._permille()
+            if permille > self.bar.n:
+                self._describe()
+                self.bar.update(permille - self.bar.n)
+        if self.stop.requested:
+            return False
+        if self.steps >= self.config.total_steps:  # type: ignore[operator]
+            # stop exactly at the budget (SB3 would finish the rollout under way), except on a
+            # rollout's last step: then SB3 finishes it, makes its update, and learn() ends
+            return self.locals.get("n_steps", -2) + 1 == self.model.n_steps
+        return not budget_spent(self.config, self.steps, self.progress)
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def snapshot(self) -> Path:
+        path = write_snapshot(self.model, self.run.path)
+        refresh_pools(self.training_env)  # the new snapshot plays from the next episode on
+        return path
+
+    def evaluate(self) -> None:
+        c, p = self.config, self.progress
+        path = self.run.path / "eval_policy.onnx"
+        export_onnx(self.model.policy, path, {"steps": self.steps})
+        player = OnnxPolicy(path)  # evaluate_many plays it as arena.MEASURED, not by its path
+        path.unlink()
+        row: dict[str, Any] = {"steps": self.steps, "minutes": round(p.train_seconds / 60, 2)}
+        results = evaluate_many(player, BOT_NAMES, c.eval_matches, seed=PERIODIC_EVAL_SEED)  # type: ignore[arg-type]
+        for name, result in zip(BOT_NAMES, results, strict=True):  # all the matches at once
+            row[f"win_rate_{name}"] = result.win_rate
+            row[f"regret_{name}"] = result.mean_regret
+            self.logger.record(f"eval/win_rate_{name}", result.win_rate)
+            self.logger.record(f"eval/regret_vs_{name}", result.mean_regret)
+            self.logger.record(f"eval/round_margin_{name}", result.mean_round_margin)
+            if name == "perfect":  # where in a round the mistakes sit (the first moves, so far)
+                row["regret_by_move_perfect"] = result.to_dict()["regret_by_move"]
+                self.logger.record("eval/regret_vs_perfect_first_move", result.regret_by_move[0])
+        if c.ladder_matches:  # the rating on the league's scale, against a fixed ladder
+            row.update(rate_against_ladder(player, c.ladder, c.ladder_matches, PERIODIC_EVAL_SEED))
+            for key in ("elo", "elo_low", "elo_high"):
+                self.logger.record(f"eval/{key}", row[key])
+        regret = float(row["regret_perfect"])
+        p.last_eval_steps = self.steps
+        if p.best_regret is None or regret < p.best_regret:
+            p.best_regret, p.best_steps = regret, self.steps
+            self.run.save_checkpoint(self.model, p, name="best")
+        self.run.append_eval(row)
+        message = f"step {self.steps:>10,}  regret vs perfect {regret:.3f}  win rate: " + ", ".join(
+            f"{n} {100 * float(row[f'win_rate_{n}']):.0f}%" for n in BOT_NAMES
         )
-        rows.append((path, steps, results["random"], results["perfect"]))
-    print(
-        f"{'':12s} {'steps':>11s}   {'against random: won, regret':>27s}   "
-        "against perfect: won, regret"
-    )
-    for path, steps, rand, perfect in rows:
-        print(
-            f"{path.name:12s} {steps:>11,}   {rand.wins:>9}/{rand.matches} "
-            f"({100 * rand.win_rate:5.1f}%), {rand.mean_regret:.3f}   {perfect.wins:>9}/"
-            f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}"
-        )
-    print(
-        "(regret: round points lost per decision against the exact solver's best move; "
-        "0 is perfect play)\n"
-        f"policy: {policies[0][0]} (card: {policies[0][0].with_suffix('.json')})\n"
-        f"lowest-regret checkpoint: {run_dir / 'best.onnx'}\n"
-        "judge it with 500 matches against the perfect bot and the exact exploitability:\n"
-        f"  python training/evaluate.py --model {run_dir / 'best.onnx'} --opponent perfect "
-        "--matches 500\n"
-        f"  python training/evaluate.py --model {run_dir / 'best.onnx'} --opponent best-response"
-    )
+        message += f"  Elo {row['elo']:.0f}" if "elo" in row else ""
+        (self.bar.write if self.bar is not None else print)(message)
+        if self.on_eval is not None:
+            self.on_eval(row)
+
+
+def refresh_pools(venv: VecEnv) -> None:
+    """Have the opponent pools of ``venv`` re-read the snapshot folder at their next draw."""
+    batch = getattr(venv, "env", None)
+    if isinstance(batch, ButtonUpVectorEnv):
+        if batch.pool is not None:
+            batch.pool.refresh()
+    else:
+        venv.env_method("refresh_pool")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -677,9 +589,12 @@ def main(argv: list[str] | None = None) -> None:
     if config.resume is None:
         try:
             config = resolve(config)
-        except ValueError as error:  # only the arguments' errors: training's own propagate
+        except ValueError as error:
             fail(str(error))
-    train(config, argv)
+    try:
+        train(config, shlex.join(["python", "training/train.py", *argv]))
+    except (RunFolderError, FieldError) as error:  # a run folder that cannot be resumed
+        fail(str(error))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import json
 import os
 import re
@@ -58,8 +57,9 @@ from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.players.selfplay import OpponentMix
 from buttonup_env.ui.cli import run_cli
 from training.common import fail, final_figures, first_line, open_storage, safe_url
-from training.config import TrainConfig, config_to_json, parse_config, resolve
+from training.config import TrainConfig, parse_config, resolve, train_flags, with_settings
 from training.train import train
+from training.typed_json import FieldError, to_json
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -139,7 +139,7 @@ class TrialError(Exception):
 def tunable_defaults() -> dict[str, Any]:
     """The settings a space may sample, with train.py's default value of each (JSON types):
     TrainConfig's fields, ``opponents.NAME`` for the opponent mix, without SET_BY_TUNE."""
-    defaults = config_to_json(TrainConfig())
+    defaults = to_json(TrainConfig())
     settings = {
         name: value
         for name, value in defaults.items()
@@ -214,32 +214,21 @@ def check_spec(path: Path, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def encode_choice(value: Any) -> Any:
-    """A choice as Optuna stores it: lists (``--hidden``) as space-separated strings."""
+    """A choice as Optuna stores it: lists (``hidden``) as space-separated strings."""
     return " ".join(str(v) for v in value) if isinstance(value, list) else value
 
 
-def flags_for(name: str, value: Any) -> list[str]:
-    """The train.py flags that set ``name`` to ``value`` (a sampled or spec value)."""
-    flag = "--" + name.replace("_", "-")
-    if isinstance(value, bool):
-        return [flag if value else flag.replace("--", "--no-", 1)]
-    if isinstance(value, list):
-        return [flag, *map(str, value)]
-    if isinstance(value, str) and " " in value:  # an encoded list choice
-        return [flag, *value.split()]
-    return [flag, str(value)]
-
-
-def sample(trial: Trial, space: dict[str, dict[str, Any]]) -> list[str]:
-    """Sample every parameter of ``space`` for ``trial``; return the train.py flags."""
-    flags: list[str] = []
+def sample(trial: Trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Sample every parameter of ``space`` for ``trial``: the settings, by name."""
+    values: dict[str, Any] = {}
     for name, spec in space.items():
         if "choices" in spec:
-            value = trial.suggest_categorical(name, [encode_choice(c) for c in spec["choices"]])
+            choices = {encode_choice(choice): choice for choice in spec["choices"]}
+            values[name] = choices[trial.suggest_categorical(name, list(choices))]
         elif all(isinstance(spec[k], int) for k in ("low", "high")) and isinstance(
             spec.get("step", 1), int
         ):
-            value = trial.suggest_int(
+            values[name] = trial.suggest_int(
                 name,
                 spec["low"],
                 spec["high"],
@@ -247,38 +236,27 @@ def sample(trial: Trial, space: dict[str, dict[str, Any]]) -> list[str]:
                 log=spec.get("log", False),
             )
         else:
-            value = trial.suggest_float(
+            values[name] = trial.suggest_float(
                 name,
                 float(spec["low"]),
                 float(spec["high"]),
                 step=spec.get("step"),
                 log=spec.get("log", False),
             )
-        flags += flags_for(name, value)
-    return flags
+    return values
 
 
-# --- train.py's flags --------------------------------------------------------------------
+# --- train.py's config ---------------------------------------------------------------------
 
 
-def parse_train_flags(argv: list[str]) -> TrainConfig:
-    """train.py's resolved config for ``argv``; a bad flag or value raises ``ValueError`` with
-    tyro's message in one line (tyro would print a box and exit)."""
-    captured = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured):
-            config = parse_config(argv)
-    except SystemExit:
-        raise ValueError(tyro_message(captured.getvalue())) from None
-    return resolve(config)
-
-
-def tyro_message(text: str) -> str:
-    """The message inside tyro's error box: the lines between its first two rules."""
-    lines = [line.strip(" │╭╮╰╯") for line in text.splitlines()]
-    rules = [i for i, line in enumerate(lines) if line and set(line) <= set("-─")]
-    body = lines[rules[0] + 1 : rules[1]] if len(rules) >= 2 else lines
-    return " ".join(line for line in body if line).strip() or "train.py refused the flags"
+def base_config(settings: dict[str, Any], seed: int) -> TrainConfig:
+    """The config (not yet resolved) every trial of the study starts from: train.py's flags
+    after ``--``, the study's preset and steps, and ``seed``. tyro refuses a bad flag as it
+    does for train.py, with its message and exit status 2."""
+    config = parse_config(settings["train_args"], prog="tune.py [TUNE FLAGS] --")
+    return dataclasses.replace(
+        config, preset=settings["preset"], total_steps=settings["steps"], seed=seed
+    )
 
 
 def check_train_args(train_args: list[str]) -> None:
@@ -296,25 +274,20 @@ def check_train_args(train_args: list[str]) -> None:
             fail(f"{flag} after -- is set by tune.py for every trial{hint}")
 
 
-def base_flags(settings: dict[str, Any]) -> list[str]:
-    """The train.py flags every trial of the study starts from (before the sampled ones)."""
-    flags = [*settings["train_args"], "--preset", settings["preset"]]
-    if settings["steps"] is not None:
-        flags += ["--total-steps", str(settings["steps"])]
-    return flags
-
-
 def check_space(space: dict[str, dict[str, Any]], settings: dict[str, Any], path: Path) -> None:
     """Each bound and choice of ``space`` must make, alone on top of the study's flags, a
     configuration train.py accepts (combinations are checked when a trial is sampled)."""
     given = {t.split("=", 1)[0].replace("_", "-") for t in settings["train_args"]}
+    base = base_config(settings, settings["seed"])
     for name, spec in space.items():
-        if flags_for(name, 0)[0] in given:
+        flag = "--" + name.replace("_", "-")
+        if {flag, flag.replace("--", "--no-", 1)} & given:
             fail(f"--space {path}: {name} is also set by a flag after --; give it in one place")
         for value in spec.get("choices", [spec.get("low"), spec.get("high")]):
-            argv = base_flags(settings) + flags_for(name, value) + ["--seed", "0"]
             try:
-                parse_train_flags(argv)
+                resolve(with_settings(base, {name: value}, f"--space {path}"))
+            except FieldError as error:
+                fail(str(error))
             except ValueError as error:
                 fail(f"--space {path}: {name} = {value!r} is refused by train.py: {error}")
 
@@ -504,27 +477,28 @@ class Worker:
         seeds = settings["mode"] == "seeds"
         seed = settings["seed"] + (place if seeds else 0)
         run_name = f"trial-{trial.number:04d}"
-        argv = [
-            *base_flags(settings),
-            *sample(trial, settings["space"]),
-            "--seed", str(seed),
-            "--runs-dir", str(self.study_dir),
-            "--run-name", run_name,
-            "--no-progress",
-        ]  # fmt: skip
         try:
-            config = parse_train_flags(argv)
+            sampled = with_settings(
+                base_config(settings, seed),
+                sample(trial, settings["space"]),
+                f"trial {trial.number}",
+            )
+            config = resolve(
+                dataclasses.replace(
+                    sampled, runs_dir=self.study_dir, run_name=run_name, progress=False
+                )
+            )
         except ValueError as error:
             raise TrialError(f"train.py refuses the sampled configuration: {error}") from None
         run_dir = self.study_dir / run_name
         if run_dir.exists():
             raise TrialError(f"{run_dir} exists already (from an earlier study of that name?)")
-        command = shlex.join(["python", "training/train.py", *argv])
+        command = shlex.join(["python", "training/train.py", *train_flags(config)])
         for key, value in {
             "seed": seed,
             "run_dir": str(run_dir),
             "command": command,
-            "config": config_to_json(config),
+            "config": to_json(config),
         }.items():
             trial.set_user_attr(key, value)
 
@@ -543,7 +517,7 @@ class Worker:
             contextlib.redirect_stdout(log),
         ):
             try:
-                train(config, argv, on_eval)
+                train(config, command, on_eval)
             except optuna.TrialPruned:
                 self.record(trial, run_dir, evals, "pruned", measure=False)
                 raise
@@ -656,7 +630,7 @@ def new_settings(config: TuneConfig, train_args: list[str]) -> dict[str, Any]:
         "exploitability": config.exploitability,
     }
     try:
-        parse_train_flags([*base_flags(settings), "--seed", str(config.seed)])
+        resolve(base_config(settings, config.seed))
     except ValueError as error:
         fail(f"the train.py flags after -- are refused: {error}")
     if config.seeds is None:

@@ -1,0 +1,256 @@
+"""One reader and one writer between JSON and typed dataclasses.
+
+A run folder's files (``config.json`` as a :class:`~training.config.TrainConfig`, each
+checkpoint's ``NAME.json`` as a :class:`~training.runfolder.Checkpoint`) and the settings that
+``tune.py`` samples are read through :func:`from_json` and written through :func:`to_json`.
+
+The reader checks every value against its field's type hint as it reads it: whole numbers,
+finite numbers, strings, true or false, paths, one of a ``Literal``'s values, ``None`` where
+the hint allows it, tuples (of any length, or of one fixed length), ``dict[K, V]`` and nested
+dataclasses; a bound written into the hint is checked too (``Annotated[int, Range(0, 255)]``,
+``Annotated[tuple[int, ...], Length(624)]``, ``Annotated[str, Pattern(...)]``). Anything
+missing, unknown or out of bounds raises :class:`FieldError`, one sentence naming the file
+and the field. What one field cannot say alone, a dataclass checks in ``__post_init__``: its
+``ValueError`` becomes a :class:`FieldError` naming the file and the object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import re
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Annotated, Any, Literal, TypeVar
+
+T = TypeVar("T")
+
+
+class FieldError(ValueError):
+    """A JSON value that is not what its dataclass field allows; the message is one sentence
+    naming the file (or where the value came from) and the field."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """The bounds of a number field, both included (``high`` None: no upper bound)."""
+
+    low: float
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class Length:
+    """The number of items a tuple field holds."""
+
+    items: int
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """What a string field must look like (a regular expression it matches in full), and what
+    that is, in words."""
+
+    regex: str
+    what: str
+
+
+def shown(value: object) -> str:
+    """``value`` as Python writes it, cut short when long (for messages)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def read_json_file(path: Path) -> object:
+    """The JSON in ``path``; :class:`FieldError` in one sentence when it is not JSON."""
+    try:
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else error
+        raise FieldError(f"{path} is damaged ({reason})") from None
+
+
+def from_json(cls: type[T], data: object, source: Path | str, where: str = "") -> T:
+    """The dataclass ``cls`` from the JSON value ``data``, every field checked (see the
+    module's docstring). ``source`` names the file in messages, ``where`` the object's place
+    in it (``"resume.env"``; empty: the whole file)."""
+    return _read(cls, data, Reader(source), where)
+
+
+def value_from_json(cls: type, name: str, value: object, source: Path | str) -> Any:
+    """The field ``name`` of the dataclass ``cls`` (dotted for a nested one:
+    ``"opponents.perfect"``) read from the JSON value ``value``, checked as :func:`from_json`
+    checks it."""
+    *parents, last = name.split(".")
+    for parent in parents:
+        cls = type_hints(cls)[parent]
+    hints = type_hints(cls)
+    if last not in hints:
+        raise FieldError(f"{source}: {name} is not a field of {cls.__name__}")
+    return _read(hints[last], value, Reader(source), name)
+
+
+def to_json(value: Any) -> Any:
+    """``value`` (a dataclass, or what one holds) as JSON data: dataclasses and dicts as
+    objects, tuples and lists as lists, paths as strings."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    if isinstance(value, tuple | list):
+        return [to_json(item) for item in value]
+    if isinstance(value, PurePath):
+        return str(value)
+    return value
+
+
+# --- the reader ------------------------------------------------------------------------------
+
+
+class Reader:
+    """The errors of one file's reading, each naming the file (``source``) and the field."""
+
+    def __init__(self, source: Path | str) -> None:
+        self.source = source
+
+    def error(self, field: str, value: object, allowed: str) -> FieldError:
+        return FieldError(f"{self.source}: {field or 'the file'} is {shown(value)}; {allowed}")
+
+    def say(self, field: str, text: str) -> FieldError:
+        return FieldError(f"{self.source}: {field or 'the file'} {text}")
+
+
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """The type hints of the dataclass ``cls``'s fields, bounds included."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def _is_whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _span(bounds: Range | None) -> str:
+    if bounds is None:
+        return ""
+    if bounds.high is None:
+        return f" >= {_number(bounds.low)}"
+    return f" from {_number(bounds.low)} to {_number(bounds.high)}"
+
+
+def _number(value: float) -> str:
+    """A bound as a message writes it: powers of two less one as such (2**32 - 1)."""
+    if isinstance(value, int) and value >= 2**32 - 1 and (value + 1) & value == 0:
+        return f"2**{value.bit_length()} - 1"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _read(hint: Any, value: object, reader: Reader, field: str) -> Any:
+    """``value`` read as the type ``hint`` (see :func:`from_json`)."""
+    bounds = length = pattern = None
+    if typing.get_origin(hint) is Annotated:
+        hint, *extras = typing.get_args(hint)
+        for extra in extras:
+            if isinstance(extra, Range):
+                bounds = extra
+            elif isinstance(extra, Length):
+                length = extra.items
+            elif isinstance(extra, Pattern):
+                pattern = extra
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) != 1:  # pragma: no cover - no field has such a type
+            raise TypeError(f"{field}: cannot read the type {hint} from JSON")
+        return _read(options[0], value, reader, field)
+    if hint is Any:
+        return value
+    if origin is Literal:
+        if any(type(value) is type(a) and value == a for a in args):
+            return value
+        raise reader.error(field, value, f"it must be one of {', '.join(map(repr, args))}")
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise reader.error(field, value, "it must be a list")
+        if len(args) == 2 and args[1] is Ellipsis:
+            hints = [args[0]] * len(value)
+        else:
+            hints, length = list(args), len(args)
+        if length is not None and len(value) != length:
+            raise reader.say(field, f"has {len(value)} items; it must have {length}")
+        if all(h is Any for h in hints):  # checked where they are used
+            return tuple(value)
+        return tuple(
+            _read(h, v, reader, f"{field}[{i}]")
+            for i, (h, v) in enumerate(zip(hints, value, strict=True))
+        )
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise reader.error(field, value, "it must be a JSON object")
+        key_hint, item_hint = args
+        items = {}
+        for key, item in value.items():
+            key = _read(key_hint, key, reader, f"a key of {field}")
+            items[key] = _read(item_hint, item, reader, f"{field}.{key}")
+        return items
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise reader.error(field, value, "it must be true or false")
+        return value
+    if hint is int:
+        ok = _is_whole(value) and (
+            bounds is None
+            or (bounds.low <= value and (bounds.high is None or value <= bounds.high))  # type: ignore[operator]
+        )
+        if not ok:
+            raise reader.error(field, value, f"it must be a whole number{_span(bounds)}")
+        return value
+    if hint is float:
+        ok = (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and (bounds is None or bounds.low <= value)
+            and (bounds is None or bounds.high is None or value <= bounds.high)
+        )
+        if not ok:
+            raise reader.error(field, value, f"it must be a finite number{_span(bounds)}")
+        return float(value)  # type: ignore[arg-type]
+    if hint is str:
+        if not isinstance(value, str):
+            raise reader.error(field, value, "it must be a string")
+        if pattern is not None and not re.fullmatch(pattern.regex, value):
+            raise reader.error(field, value, f"it must be {pattern.what}")
+        return value
+    if isinstance(hint, type) and issubclass(hint, PurePath):
+        if not isinstance(value, str):
+            raise reader.error(field, value, "it must be a path, as a string")
+        return hint(value)
+    if dataclasses.is_dataclass(hint):
+        return _read_dataclass(hint, value, reader, field)  # type: ignore[arg-type]
+    raise TypeError(f"{field}: cannot read the type {hint} from JSON")  # pragma: no cover
+
+
+def _read_dataclass(cls: type[T], value: object, reader: Reader, where: str) -> T:
+    if not isinstance(value, dict):
+        raise reader.error(where, value, "it must be a JSON object")
+    hints = type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    prefix = f"{where}." if where else ""
+    unknown = sorted(set(value) - set(names), key=str)
+    if unknown:
+        raise reader.say(f"{prefix}{unknown[0]}", f"is not a field of {cls.__name__}")
+    for name in names:
+        if name not in value:
+            raise reader.say(f"{prefix}{name}", "is missing")
+    values = {name: _read(hints[name], value[name], reader, f"{prefix}{name}") for name in names}
+    try:
+        return cls(**values)
+    except ValueError as error:
+        raise FieldError(f"{reader.source}: {where or 'the file'}: {error}") from None
