@@ -148,7 +148,8 @@ def test_only_bots_are_drawn_while_there_is_no_snapshot(
 
 
 def test_the_drawn_bot_is_the_one_that_plays(tmp_path: Path) -> None:
-    pool = OpponentPool(tmp_path, OpponentMix(), refresh_seconds=0.0)
+    mix = OpponentMix(snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05)
+    pool = OpponentPool(tmp_path, mix, refresh_seconds=0.0)
     kinds = {"perfect": PerfectBot, "greedy": GreedyBot, "random": RandomBot}
     rng = np.random.default_rng(3)
     seen = set()
@@ -239,7 +240,7 @@ def test_prioritized_self_play_draws_the_snapshots_that_still_win(
     """PFSP: an older snapshot is drawn with weight (1 - the learner's score against it) **
     prioritized; with prioritized 0 the results do not matter (a uniform draw)."""
     fill(tmp_path, [*snapshot_files, snapshot_files[0]], [1, 2, 3])
-    mix = OpponentMix(snapshots=1, perfect=0, greedy=0, random=0, newest=0.0)
+    mix = OpponentMix(snapshots=1, perfect=0, greedy=0, random=0, newest=0.0, prioritized=0)
     plain = frequencies(OpponentPool(tmp_path, mix, refresh_seconds=0.0), seed=4)
     pool = OpponentPool(
         tmp_path, dataclasses.replace(mix, prioritized=prioritized), refresh_seconds=0.0

@@ -112,6 +112,17 @@ def regret_ticks(regrets: list[float]) -> list[float]:
     return [t for t in steps if low / 2 < t < 2 * high]
 
 
+def pyplot() -> Any:
+    """matplotlib's ``pyplot`` drawing into files only (the Agg backend: no window, no display
+    needed), imported when the first figure is drawn, so that the scripts start without it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | None:
     """Draw win rates against the bots and regret against the solver over steps (PNG).
 
@@ -120,10 +131,7 @@ def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | N
     rows = read_eval_rows(eval_file)
     if not rows:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     steps = [row["steps"] / 1e6 for row in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)

@@ -26,14 +26,14 @@ from buttonup_env.players.league import DEFAULT_LADDER, check_ladder
 from buttonup_env.players.selfplay import OpponentMix
 from training.typed_json import value_from_json
 
-SELF_PLAY = OpponentMix(
-    snapshots=1.0, perfect=0.0, greedy=0.0, random=0.0, newest=0.9, prioritized=2.0
-)
+SELF_PLAY = OpponentMix()
 """The default opponents, of every preset: pure self-play. Only the learner's own snapshots
 play; 90% of the time the newest, otherwise an older one by prioritized fictitious self-play
 (weight (1 - the learner's recent score against it) ** 2)."""
 
-SOLVER_MIX = OpponentMix(snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, prioritized=0.0)
+SOLVER_MIX = OpponentMix(
+    snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, newest=0.5, prioritized=0.0
+)
 """A mix with the solver: the perfect bot in 80% of the episodes, snapshots in 10%, the
 greedy and random bots in 5% each (each step costs a solver look-up, so it trains slower than
 pure self-play). Pass it weight by weight (``--opponents.perfect 0.8 ...``); the solver still

@@ -34,7 +34,7 @@ from tqdm import tqdm
 from buttonup_env.players.arena import make_player, play_pairs, player_specs
 from buttonup_env.players.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
 from buttonup_env.ui.cli import run_cli
-from training.common import check_output_files, code_version
+from training.common import check_output_files, code_version, pyplot
 
 
 @dataclass
@@ -88,10 +88,7 @@ def check(args: LeagueArgs) -> None:
 
 def plot_ladder(table: LeagueTable, path: Path, title: str = "") -> None:
     """The ratings, best at the top, with their intervals (PNG)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = list(table.ratings)[::-1]
     fig, ax = plt.subplots(figsize=(7, 0.9 + 0.32 * len(names)), dpi=100)

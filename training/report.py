@@ -55,6 +55,7 @@ from training.common import (
     final_figures,
     first_line,
     open_storage,
+    pyplot,
     read_eval_rows,
     read_json,
     safe_url,
@@ -373,10 +374,7 @@ def time_to_quality(groups: dict[str, list[Run]]) -> tuple[str, dict[str, Any]]:
 
 def plot_time_to_quality(groups: dict[str, list[Run]], path: Path) -> None:
     """Each run's regret against the perfect bot over training minutes and over steps."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (by_time, by_steps) = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
     shown = [*QUALITY_LEVELS]  # the y range holds every level and every regret drawn
@@ -406,10 +404,7 @@ def plot_time_to_quality(groups: dict[str, list[Run]], path: Path) -> None:
 
 
 def plot_curves(groups: dict[str, list[Run]], config: ReportConfig, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(2, 2, figsize=(10, 7), dpi=100)
     for index, (group, runs) in enumerate(groups.items()):
@@ -434,10 +429,7 @@ def plot_curves(groups: dict[str, list[Run]], config: ReportConfig, path: Path) 
 
 
 def plot_intervals(figures: dict[str, dict[str, dict]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(
         1, len(figures), figsize=(3.2 * len(figures), 2.8), dpi=100, squeeze=False
@@ -574,10 +566,7 @@ def parameter_buckets(trials: list, name: str) -> list[tuple[str, list[float]]]:
 
 
 def plot_history(trials: list, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from optuna.trial import TrialState
 
     fig, ax = plt.subplots(figsize=(7, 3.8), dpi=100)
@@ -604,10 +593,7 @@ def plot_history(trials: list, path: Path) -> None:
 
 
 def plot_params(trials: list, params: list[str], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     columns = min(3, max(1, len(params)))
     rows = max(1, -(-len(params) // columns))
@@ -755,10 +741,7 @@ def plot_ratings(
 ) -> None:
     """ratings-NAME.png: the snapshots' ratings against steps (and the periodic evaluations'
     ratings logged in training), and against exact exploitability; the ladder as dotted lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), dpi=100)
     steps = np.array([row["steps"] or 0 for row in rows]) / 1e6

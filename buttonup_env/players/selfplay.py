@@ -36,24 +36,23 @@ SNAPSHOT_GLOB = "step_*.onnx"
 class OpponentMix:
     """How often each kind of opponent plays (weights, normalised when drawn).
 
-    The defaults here are the solver mix (the perfect bot in 80% of the episodes);
-    ``training/train.py`` trains by pure self-play by default: ``snapshots=1``, every bot 0,
-    ``prioritized=2``.
+    The defaults are ``training/train.py``'s: pure self-play, the learner's own snapshots only,
+    the newest 90% of the time, an older one otherwise by prioritized fictitious self-play.
     """
 
-    snapshots: float = 0.1
+    snapshots: float = 1.0
     """Weight of the learner's own snapshots (self-play)."""
-    perfect: float = 0.8
+    perfect: float = 0.0
     """Weight of the exact solver (PerfectBot)."""
-    greedy: float = 0.05
+    greedy: float = 0.0
     """Weight of GreedyBot."""
-    random: float = 0.05
+    random: float = 0.0
     """Weight of RandomBot."""
-    newest: float = 0.5
+    newest: float = 0.9
     """When a snapshot plays: probability that it is the newest one."""
     max_snapshots: int = 20
     """How many of the newest snapshots are in the pool."""
-    prioritized: float = 0.0
+    prioritized: float = 2.0
     """Prioritized fictitious self-play: an older snapshot is drawn with weight (1 - the
     learner's recent score against it) ** prioritized; 0: uniformly."""
 
