@@ -194,11 +194,15 @@ CONFIGS = [
 ]
 
 
-def test_every_transition_follows_the_rules() -> None:
-    """Over 100,000 env steps with random (sometimes illegal) actions, every position, score,
-    starter, reward, termination, mask and observation is the rules engine's."""
-    total = sum(check_batch(64, 230, seed=k, **config) for k, config in enumerate(CONFIGS))
-    assert total >= 100_000
+@pytest.mark.parametrize(
+    ("steps", "at_least"), [(90, 40_000), pytest.param(230, 100_000, marks=pytest.mark.slow)]
+)
+def test_every_transition_follows_the_rules(steps: int, at_least: int) -> None:
+    """Over 40,000 env steps (100,000 with -m slow) with random (sometimes illegal) actions,
+    every position, score, starter, reward, termination, mask and observation is the rules
+    engine's."""
+    total = sum(check_batch(64, steps, seed=k, **config) for k, config in enumerate(CONFIGS))
+    assert total >= at_least
 
 
 def test_illegal_action_raise_moves_nobody() -> None:
