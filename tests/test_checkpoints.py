@@ -17,8 +17,6 @@ import json
 import os
 import pickle
 import shutil
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +25,7 @@ from typing import Any
 
 import pytest
 import torch as th
+from commands import run
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = [
@@ -50,15 +49,7 @@ TINY = [
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished tiny run with the batched env: its latest checkpoint has a resume point."""
     runs = tmp_path_factory.mktemp("runs")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "training" / "train.py"), *TINY, "--runs-dir", str(runs),
-         "--run-name", "tiny"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )  # fmt: skip
+    done = run(ROOT / "training" / "train.py", *TINY, "--runs-dir", runs, "--run-name", "tiny")
     assert done.returncode == 0, done.stderr[-3000:]
     return runs / "tiny"
 

@@ -1,5 +1,10 @@
 """The training scripts end to end, run as a user runs them: train (tiny budgets), interrupt
-and resume, export with a card, evaluate from the command line, and their error messages."""
+and resume, export with a card, evaluate from the command line, and their error messages.
+
+Most commands run in this process (:func:`run`: the script's ``__main__`` with its arguments,
+output and exit status), which spares each one a new interpreter's imports; a new interpreter
+(:func:`run_process`, ``subprocess``) runs the tiny training the export tests share, the
+interrupted trainings (signals), one refusal per script and the docs' own script."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from commands import run, run_process
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
 from buttonup_env.game.rules import LAYOUTS, State
@@ -53,17 +59,6 @@ TINY = [
 ]  # fmt: skip
 """The smallest training that still reaches every stage: two rollouts, a snapshot, an
 evaluation and a checkpoint at every rollout, the final export."""
-
-
-def run(script: Path, *args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(script), *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
 
 
 def one_error_line(done: subprocess.CompletedProcess) -> str:
@@ -190,10 +185,11 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
-    """A finished training with the smallest budget (a few seconds)."""
+    """A finished training with the smallest budget (a few seconds), in a new interpreter as a
+    user starts it."""
     runs = tmp_path_factory.mktemp("runs")
     args = [*TINY, "--total-steps", str(TINY_STEPS), "--runs-dir", runs, "--run-name", "tiny"]
-    done = run(TRAIN, *args)
+    done = run_process(TRAIN, *args)
     assert done.returncode == 0, done.stderr[-3000:]
     return runs / "tiny", done
 
@@ -736,7 +732,7 @@ BAD_TRAIN_ARGS = {
 def test_train_refuses_bad_arguments_with_one_error_line(case: str, tmp_path: Path) -> None:
     make_args, fragment = BAD_TRAIN_ARGS[case]
     runs = tmp_path / "runs"
-    done = run(TRAIN, *make_args(runs), timeout=300)
+    done = run(TRAIN, *make_args(runs))
     assert done.returncode != 0
     assert fragment in one_error_line(done)
     assert done.stdout == ""
@@ -849,6 +845,25 @@ def test_export_latest_next_to_the_run_by_default(
     assert load_policy(run_dir / "latest.onnx").act(state) == load_policy(
         run_dir / "final.onnx"
     ).act(state)  # the same weights as the final export
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "fragment"),
+    [
+        (TRAIN, ["--resume", "/nonexistent/run"], "/nonexistent/run is not a run folder"),
+        (EXPORT, ["/nonexistent/run"], "/nonexistent/run is not a run folder"),
+        (EVALUATE, ["--model", "nosuchbot"], "'nosuchbot'"),
+    ],
+    ids=["train", "export", "evaluate"],
+)
+def test_a_refusal_in_a_new_interpreter_is_one_line_and_status_2(
+    script: Path, args: list[str], fragment: str
+) -> None:
+    """What the in-process runs show holds for the command line itself: one ``error:`` line on
+    standard error, nothing on standard output, exit status 2."""
+    done = run_process(script, *args)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert fragment in one_error_line(done)
 
 
 def test_export_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
@@ -1259,7 +1274,7 @@ BAD_EVALUATE_ARGS = {
 @pytest.mark.parametrize("case", list(BAD_EVALUATE_ARGS))
 def test_evaluate_cli_refuses_bad_arguments(case: str, tmp_path: Path) -> None:
     make_args, fragment = BAD_EVALUATE_ARGS[case]
-    done = run(EVALUATE, *make_args(tmp_path), timeout=120)
+    done = run(EVALUATE, *make_args(tmp_path))
     assert done.returncode == 2
     assert fragment in one_error_line(done)
 
@@ -1307,7 +1322,7 @@ def test_evaluate_cli_refuses_an_output_file_it_cannot_write(tmp_path: Path) -> 
     """A --json path in a missing folder is a bad argument like the others: one error line
     (ideally before playing), not a traceback after the evaluation."""
     missing = tmp_path / "no" / "such" / "folder" / "figures.json"
-    done = run(EVALUATE, "--model", "random", "--matches", "3", "--json", missing, timeout=120)
+    done = run(EVALUATE, "--model", "random", "--matches", "3", "--json", missing)
     assert done.returncode != 0
     assert str(missing.parent) in one_error_line(done)
 

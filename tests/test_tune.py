@@ -22,6 +22,7 @@ from types import ModuleType
 
 import numpy as np
 import pytest
+from commands import run
 
 optuna = pytest.importorskip("optuna", reason="needs the tune extra: pip install -e '.[tune]'")
 from optuna.trial import TrialState  # noqa: E402
@@ -429,14 +430,7 @@ def test_a_sampled_value_of_the_wrong_type_names_the_setting(
 
 
 def test_a_bad_study_name_is_refused_from_the_command_line(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(TUNE), "--study", "a/b", "--trials", "1"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )
+    done = run(TUNE, "--study", "a/b", "--trials", "1", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         "error: --study 'a/b': use letters, digits, '.', '_' and '-' (a folder name)"
@@ -766,11 +760,6 @@ def test_report_refuses_a_missing_study_or_storage(
 
 
 def test_the_tune_benchmark_refuses_no_repeats() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_tune.py"), "--repeats", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run(ROOT / "benchmarks" / "bench_tune.py", "--repeats", "0")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--repeats must be >= 1, got 0" in done.stderr.splitlines()[-1]
