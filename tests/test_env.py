@@ -24,6 +24,7 @@ from buttonup_env.envs.vector import ButtonUpVectorEnv
 from buttonup_env.envs.wrappers import ActionMaskObservation, RingObservation
 from buttonup_env.game.rules import MAX_TARGET, State, next_starter, other
 from buttonup_env.players.bots import GradedBot, GreedyBot, RandomBot
+from buttonup_env.players.policy import PolicyError
 
 
 @pytest.fixture
@@ -617,6 +618,99 @@ def test_opponent_playing_an_illegal_move() -> None:
     env = make(opponent=Cheat(), agent_color="B")
     with pytest.raises(ValueError, match="illegal move"):
         env.reset(seed=0, options={"first": "R"})
+
+
+class Breaking:
+    """An opponent that plays its lowest legal slot until its ``moves``-th move, which raises
+    ``error`` instead: Ctrl-C, onnxruntime failing, a policy whose logits broke."""
+
+    def __init__(self, error: BaseException, moves: int) -> None:
+        self.error, self.moves, self.calls = error, moves, 0
+
+    def act(self, state: State) -> int:
+        self.calls += 1
+        if self.calls == self.moves:
+            raise self.error
+        return state.legal_moves()[0]
+
+
+BREAKS = {
+    "Ctrl-C": KeyboardInterrupt(),
+    "an onnxruntime error": RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION"),
+    "a PolicyError": PolicyError("p.onnx gave logits that are not finite"),
+}
+HALF_PLAYED = (
+    r"^the last {} stopped part-way with an exception, which left the game half-played; "
+    r"call reset\(\) before step\(\)$"
+)
+
+
+@pytest.mark.parametrize("error", list(BREAKS))
+def test_a_step_the_opponent_breaks_off_leaves_the_env_needing_reset(error: str) -> None:
+    """The agent's move is made, the opponent's is not: no later step() is taken for either,
+    until reset() starts a new game."""
+    env = gym.make("ButtonUp-v0", opponent=Breaking(BREAKS[error], moves=3), agent_color="R")
+    _, info = env.reset(seed=0, options={"first": "R"})
+    with pytest.raises(type(BREAKS[error])):
+        for _ in range(20):
+            _, _, _, _, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+    half_played = env.unwrapped.state
+    assert half_played.to_move == "B" and half_played.legal_moves()  # the opponent's turn
+    for action in range(9):
+        with pytest.raises(RuntimeError, match=HALF_PLAYED.format(r"step\(\)")):
+            env.step(action)
+    assert env.unwrapped.state is half_played
+    _, info = env.reset(seed=1)  # a new game: the opponent plays again
+    env.step(int(np.flatnonzero(info["action_mask"])[0]))
+
+
+def test_a_reset_the_opponent_breaks_off_leaves_the_env_needing_reset() -> None:
+    env = make(opponent=Breaking(KeyboardInterrupt(), moves=1), agent_color="B")
+    with pytest.raises(KeyboardInterrupt):
+        env.reset(seed=0, options={"first": "R"})  # the opponent opens
+    with pytest.raises(RuntimeError, match=HALF_PLAYED.format(r"reset\(\)")):
+        env.step(0)
+    _, info = env.reset(seed=0, options={"first": "R"})
+    env.step(int(np.flatnonzero(info["action_mask"])[0]))
+
+
+def test_an_illegal_action_refused_with_raise_breaks_nothing() -> None:
+    """illegal_action="raise" refuses the action before anything moves: the game goes on."""
+    env = make(illegal_action="raise", agent_color="R")
+    _, info = env.reset(seed=0, options={"first": "R"})
+    with pytest.raises(ValueError, match="illegal action"):
+        env.step(int(np.flatnonzero(info["action_mask"] == 0)[0]))
+    env.step(int(np.flatnonzero(info["action_mask"])[0]))
+
+
+def test_an_opponent_may_answer_with_a_0d_array() -> None:
+    """A 0-d integer array is a slot, for the opponent's act() as for step()."""
+    as_array = make(opponent=Cheating(lambda state: np.array(state.legal_moves()[-1])), target=3)
+    as_int = make(opponent=Cheating(lambda state: state.legal_moves()[-1]), target=3)
+    seen = run_episode(as_array, seed=0, action_seed=0)["opponent_moves"]
+    assert seen == run_episode(as_int, seed=0, action_seed=0)["opponent_moves"] and any(seen)
+    with pytest.raises(ValueError, match=r"made an illegal move: slot array\(\[1, 2\]\) does"):
+        make(opponent=Cheating(lambda state: np.array([1, 2])), agent_color="B").reset(
+            seed=0, options={"first": "R"}
+        )
+
+
+class Cheating:
+    """An opponent whose answer is ``move(state)``, whatever it is."""
+
+    def __init__(self, move: Any) -> None:
+        self.move = move
+
+    def act(self, state: State) -> object:
+        return self.move(state)
+
+
+@pytest.mark.parametrize("mode", [1, 2.5, b"ansi", ["ansi"]])
+def test_gymnasium_make_refuses_a_render_mode_of_another_type_in_one_sentence(mode: Any) -> None:
+    """Gymnasium's make() calls .endswith on an unlisted render mode: the env's own check
+    speaks first."""
+    with pytest.raises(ValueError, match=r"^render_mode=.* is not allowed; use one of None, "):
+        gym.make("ButtonUp-v0", render_mode=mode)
 
 
 def test_set_opponent_between_episodes() -> None:

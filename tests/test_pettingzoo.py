@@ -278,6 +278,32 @@ def test_illegal_action_without_wrappers_raises() -> None:
     assert game.position == state
 
 
+def test_a_step_broken_off_leaves_the_game_needing_reset(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C in the middle of a move (here: while the next round's layout is drawn, after
+    the round's rewards were given) leaves the game half-played: no agent steps again until
+    reset() starts a new match."""
+    from buttonup_env.envs import pettingzoo
+
+    game = ButtonUpAEC()
+    game.reset(seed=0)
+
+    def interrupted(rng: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pettingzoo, "random_layout", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        for _ in range(8):  # a round is eight moves: the last one draws the next layout
+            game.step(int(game.last()[0]["action_mask"].argmax()))
+    monkeypatch.undo()
+    for action in (None, *range(9)):
+        with pytest.raises(RuntimeError, match=r"^the last step\(\) stopped part-way with an "
+                           r"exception, which left the game half-played; call reset\(\) "
+                           r"before step\(\)$"):  # fmt: skip
+            game.step(action)
+    game.reset(seed=1)
+    game.step(int(game.last()[0]["action_mask"].argmax()))
+
+
 def test_a_zero_dimensional_integer_array_is_its_slot() -> None:
     game, plain = ButtonUpAEC(), ButtonUpAEC()
     game.reset(seed=0)

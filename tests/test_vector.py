@@ -216,6 +216,76 @@ def test_illegal_action_raise_moves_nobody() -> None:
     assert env.states() == before
 
 
+class BreakingPolicy:
+    """A batched policy opponent (``logits`` of observations in ``encoding``) whose
+    ``moves``-th call raises ``error`` instead: Ctrl-C, onnxruntime failing, broken logits."""
+
+    deterministic = True
+
+    def __init__(self, error: BaseException, moves: int) -> None:
+        self.encoding = ENCODINGS["slots"]
+        self.error, self.moves, self.calls = error, moves, 0
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.moves:
+            raise self.error
+        return np.zeros((len(observations), 9), dtype=np.float32)
+
+
+HALF_PLAYED = (
+    r"^the last {} stopped part-way with an exception, which left the game half-played; "
+    r"call reset\(\) before {}$"
+)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("[ONNXRuntimeError]")])
+def test_a_step_the_opponent_breaks_off_leaves_the_batch_needing_reset(
+    backend: str, error: BaseException
+) -> None:
+    """The agents' moves are made, the opponents' are not: neither step() nor get_state()
+    goes on from that half-played batch, until reset() (or set_state) starts it again."""
+    env = ButtonUpVectorEnv(4, opponent=BreakingPolicy(error, moves=2), backend=backend)
+    _, info = env.reset(seed=0, options={"agent_color": "R", "first": "R"})
+    saved = env.get_state()
+    with pytest.raises(type(error)):
+        for _ in range(10):
+            _, _, _, _, info = env.step(info["action_mask"].argmax(axis=1))
+    half_played = env.states()
+    for actions in (info["action_mask"].argmax(axis=1), np.zeros(4, dtype=np.int64)):
+        with pytest.raises(RuntimeError, match=HALF_PLAYED.format(r"step\(\)", r"step\(\)")):
+            env.step(actions)
+    with pytest.raises(RuntimeError, match=HALF_PLAYED.format(r"step\(\)", r"get_state\(\)")):
+        env.get_state()
+    assert env.states() == half_played
+    env.set_state(saved)  # a whole state again
+    _, info = env.reset(seed=1, options={"agent_color": "R", "first": "R"})
+    env.step(info["action_mask"].argmax(axis=1))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_a_reset_the_opponent_breaks_off_leaves_the_batch_needing_reset(backend: str) -> None:
+    env = ButtonUpVectorEnv(4, opponent=BreakingPolicy(KeyboardInterrupt(), 1), backend=backend)
+    with pytest.raises(KeyboardInterrupt):
+        env.reset(seed=0, options={"agent_color": "B", "first": "R"})  # the opponents open
+    with pytest.raises(RuntimeError, match=HALF_PLAYED.format(r"reset\(\)", r"step\(\)")):
+        env.step(np.zeros(4, dtype=np.int64))
+    _, info = env.reset(seed=0)
+    env.step(info["action_mask"].argmax(axis=1))
+
+
+def test_an_illegal_action_refused_with_raise_breaks_nothing() -> None:
+    env = ButtonUpVectorEnv(4, illegal_action="raise")
+    _, info = env.reset(seed=1)
+    actions = info["action_mask"].argmax(axis=1)
+    bad = actions.copy()
+    bad[2] = int(np.flatnonzero(info["action_mask"][2] == 0)[0])
+    with pytest.raises(ValueError, match="illegal action in env 2"):
+        env.step(bad)
+    env.step(actions)
+
+
 @pytest.mark.parametrize(
     "actions, message",
     [

@@ -29,8 +29,11 @@ from .interface import (
     ILLEGAL_ACTIONS,
     RENDER_MODES,
     REWARDS,
+    RenderModes,
     action_slot,
+    as_slot,
     check_choice,
+    interrupted,
     match_reward,
     reset_options,
     round_reward,
@@ -121,7 +124,9 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
 
     * ``action_mask`` (``int8``, 9): 1 on the legal slots. At the end of an episode, where no
       move exists, it is all ones (as in pgx), so masked sampling never fails; call
-      ``reset()`` before the next ``step()`` (stepping a finished episode raises RuntimeError).
+      ``reset()`` before the next ``step()`` (stepping a finished episode raises RuntimeError,
+      and so does stepping after a ``step()`` or ``reset()`` that an exception stopped
+      part-way: an opponent that failed, Ctrl-C).
     * ``state``: the :class:`~buttonup_env.game.rules.State` (position, score, target).
     * ``agent_color``: ``"R"`` or ``"B"``.
     * ``opponent_moves``: the slots the opponent lifted during this step, in order.
@@ -156,7 +161,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     * v0: initial version.
     """
 
-    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 2}  # noqa: RUF012
+    metadata = {"render_modes": RenderModes(RENDER_MODES), "render_fps": 2}  # noqa: RUF012
 
     def __init__(
         self,
@@ -192,6 +197,9 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self.agent_color: Color = "R"
         self._done = False
         self._last_move: int | None = None
+        self._unfinished: str | None = None
+        """The call (``"step()"``, ``"reset()"``) an exception stopped part-way, until the
+        next reset: the game is then half-played, and :meth:`step` refuses it."""
 
     # ------------------------------------------------------------------------------------------
     def set_opponent(self, opponent: str | Path | Player) -> None:
@@ -246,6 +254,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start a new match (or round); play the opponent's opening moves if it starts."""
         options = reset_options(options)
+        self._unfinished = "reset()"
         super().reset(seed=seed)
         agent_color = options.get("agent_color", self.agent_color_choice)
         first = options.get("first")
@@ -266,6 +275,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         assert reward == 0.0 and not self._done
         if self._renderer.human:
             self.render()
+        self._unfinished = None
         return self._obs(), self._info(info_extra)
 
     def _advance(self) -> tuple[float, dict[str, Any]]:
@@ -286,8 +296,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
             if legal:
                 if state.to_move == agent:
                     return reward, extra
-                slot = opponent.act(state)
-                if slot not in legal or not is_whole_number(slot):
+                slot = as_slot(opponent.act(state))  # a 0-d array is its number, as in step()
+                if not is_whole_number(slot) or slot not in legal:
                     raise ValueError(
                         f"the opponent {opponent!r} made an illegal move: {state.why_illegal(slot)}"
                     )
@@ -316,6 +326,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     ) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Play the agent's move, then the opponent's until the agent moves again or it ends."""
         state = self.state
+        if self._unfinished is not None:
+            raise interrupted(self._unfinished)
         if state is None:
             raise RuntimeError("call reset() before step()")
         if self._done:
@@ -336,11 +348,13 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
                 False,
                 self._info({"illegal_action": True, "opponent_moves": []}),
             )
+        self._unfinished = "step()"  # until the opponent has answered
         self._last_move = slot
         self.state = state.child(slot)
         reward, info = self._advance()
         if self._renderer.human:
             self.render()
+        self._unfinished = None
         return self._obs(), reward, self._done, False, self._info(info)
 
     def render(self) -> str | np.ndarray | None:  # type: ignore[override]

@@ -29,8 +29,11 @@ __all__ = [
     "RENDER_MODES",
     "RESET_OPTIONS",
     "REWARDS",
+    "RenderModes",
     "action_slot",
+    "as_slot",
     "check_choice",
+    "interrupted",
     "match_reward",
     "reset_options",
     "round_reward",
@@ -48,6 +51,18 @@ ILLEGAL_ACTIONS = ("end", "raise")
 """``illegal_action``: an illegal slot ends the episode with -1, or raises ``ValueError``."""
 RENDER_MODES = ("human", "ansi", "rgb_array")
 """``render_mode`` of the single and the PettingZoo env (the batched env has ``"ansi"``)."""
+
+
+class RenderModes(list):  # type: ignore[type-arg]
+    """The render modes as an env's ``metadata["render_modes"]`` lists them. A value that is
+    not a string counts as listed, so that ``gymnasium.make`` hands it to the env, which
+    refuses it in one sentence (:func:`check_choice`): Gymnasium's own check of an unlisted
+    mode calls ``.endswith`` on it, an ``AttributeError`` for ``render_mode=1``."""
+
+    def __contains__(self, value: object) -> bool:
+        return not isinstance(value, str) or super().__contains__(value)
+
+
 RESET_OPTIONS = ("agent_color", "first")
 """The keys of ``reset(options=...)``: the agent's colour and the first round's starter for
 one episode (the PettingZoo env, where both colours are agents, has ``"first"`` alone)."""
@@ -97,6 +112,25 @@ def reset_options(options: object, allowed: tuple[str, ...] = RESET_OPTIONS) -> 
     return checked
 
 
+def interrupted(call: str, then: str = "step()") -> RuntimeError:
+    """The error of a ``step()`` (or ``then``) after a ``call`` (``"step()"``, ``"reset()"``)
+    that an exception stopped part-way: Ctrl-C, an opponent policy that failed, a window that
+    could not be drawn. The game is then half-played (the agent's move made, the opponent's
+    not), so the envs refuse to go on from it until ``reset()``."""
+    return RuntimeError(
+        f"the last {call} stopped part-way with an exception, which left the game half-played; "
+        f"call reset() before {then}"
+    )
+
+
+def as_slot(value: object) -> object:
+    """``value`` with a 0-d integer array (numpy's answer to many questions) replaced by its
+    number; anything else unchanged. What a slot may be: an action, or a player's move."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iu":
+        return value.item()
+    return value
+
+
 def action_slot(action: object, actions: int = NUM_SLOTS) -> int:
     """The number ``action`` names, when it is in the action space ``Discrete(actions)``: a
     whole number (Python or numpy, or a 0-d integer array) from 0 to ``actions - 1``.
@@ -105,9 +139,7 @@ def action_slot(action: object, actions: int = NUM_SLOTS) -> int:
     an action is a mistake in the calling code, not a move. A number in the space that is not
     a legal move in the position is the env's to judge (``illegal_action``).
     """
-    value = action
-    if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
-        value = action.item()
+    value = as_slot(action)
     if is_whole_number(value) and 0 <= value < actions:  # type: ignore[operator]
         return int(value)  # type: ignore[call-overload]
     raise ValueError(

@@ -38,6 +38,7 @@ from .interface import (
     REWARDS,
     action_slot,
     check_choice,
+    interrupted,
     match_reward,
     reset_options,
     round_reward,
@@ -197,6 +198,9 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         """The current position (``None`` before :meth:`reset`)."""
         self._np_random: np.random.Generator | None = None
         self._last_move: int | None = None
+        self._unfinished: str | None = None
+        """The call (``"step()"``, ``"reset()"``) an exception stopped part-way, until the
+        next reset: the game is then half-played, and :meth:`step` refuses it."""
 
     # ------------------------------------------------------------------------------------------
     @property
@@ -243,9 +247,10 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
     # ------------------------------------------------------------------------------------------
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         """Start a new match: draw the first layout, and the starter unless ``options`` names it."""
+        first = reset_options(options, RESET_OPTIONS).get("first")
+        self._unfinished = "reset()"
         if seed is not None:
             self._np_random, _ = seeding.np_random(seed)
-        first = reset_options(options, RESET_OPTIONS).get("first")
         if first is None:
             first = "R" if self.np_random.integers(2) == 0 else "B"
         self.position = State.new_round(random_layout(self.np_random), first, target=self.target)
@@ -259,14 +264,19 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self.agent_selection = COLOR_AGENTS[first]
         if self._renderer.human:
             self.render()
+        self._unfinished = None
 
     def step(self, action: np.int64 | int | None) -> None:
         """Play ``agent_selection``'s move; the next agent is the player to move after it.
 
         When the move ends a round, the next round is set up at once (unless the match is
         over). A terminated agent must step with ``None``. Raises ``ValueError`` for an illegal
-        action (the wrappers of :func:`env` turn it into a loss instead).
+        action (the wrappers of :func:`env` turn it into a loss instead), and
+        ``RuntimeError`` after a step or reset that an exception stopped part-way, until the
+        next reset.
         """
+        if self._unfinished is not None:
+            raise interrupted(self._unfinished)
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
@@ -276,6 +286,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         slot = action_slot(action)  # ValueError outside Discrete(9)
         if slot not in legal:
             raise ValueError(f"illegal action by {agent!r}: {state.why_illegal(slot)}")
+        self._unfinished = "step()"  # until the next agent is chosen
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
         self._last_move = slot
@@ -301,6 +312,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         self._accumulate_rewards()
         if self._renderer.human:
             self.render()
+        self._unfinished = None
 
     # ------------------------------------------------------------------------------------------
     def render(self) -> str | np.ndarray | None:  # type: ignore[override]

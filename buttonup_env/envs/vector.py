@@ -46,6 +46,7 @@ from .interface import (
     ILLEGAL_ACTIONS,
     REWARDS,
     check_choice,
+    interrupted,
     reset_options,
 )
 
@@ -233,6 +234,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       the same games, observations and generator states for the same seed, on one thread: to
       use more cores, step a batch in each of several processes.
 
+    A ``step()`` or ``reset()`` that an exception stops part-way (a policy opponent that
+    fails, Ctrl-C) leaves the batch half-played: the next ``step()`` and :meth:`get_state`
+    raise ``RuntimeError`` until ``reset()`` (or :meth:`set_state`).
+
     ``reset(seed=...)`` makes the whole batch reproducible: the draws, the bots' tie-breaks
     and the sampling of stochastic policies all come from generators seeded from it.
     ``reset(options={"agent_color": ..., "first": ...})`` fixes them for every env's episode.
@@ -325,6 +330,9 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self._kinds_of: tuple[Any, ...] = ()
         self._kinds = np.zeros(0, dtype=np.int64)
         self._reset_called = False
+        self._unfinished: str | None = None
+        """The call (``"step()"``, ``"reset()"``) an exception stopped part-way, until the
+        next reset or :meth:`set_state`: the batch is then half-played."""
         self._options: dict[str, Any] = {}
         self._seed_generators(None)
 
@@ -539,6 +547,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         if seed is not None and (not is_whole_number(seed) or seed < 0):
             raise ValueError(f"seed={seed!r} is not allowed; use None or a whole number >= 0")
         options = reset_options(options)
+        self._unfinished = "reset()"
         if seed is not None or not self._reset_called:
             self._seed_generators(None if seed is None else int(seed))
         self._options = options
@@ -547,6 +556,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self._start_episodes(self._all)
         self._play_opponents(self.num_envs, out)
         obs, mask = self._observation_and_mask()
+        self._unfinished = None
         return obs, self._info(out, mask)
 
     def _check_actions(self, actions: Any) -> np.ndarray:
@@ -571,14 +581,18 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """Every env's agent moves; the opponents reply; finished episodes restart."""
         if not self._reset_called:
             raise RuntimeError("call reset() before step()")
+        if self._unfinished is not None:
+            raise interrupted(self._unfinished)
         actions = self._check_actions(actions)
         n = self.num_envs
         out = Outcome.zeros(n)
         raise_illegal = self.illegal_action == "raise"
+        self._unfinished = "step()"  # until every env waits for its agent again
         bad, count = self._backend.agent_moves(
             self._batch, actions, self.encoding.name == "slots", raise_illegal, out
         )
         if bad >= 0 and raise_illegal:
+            self._unfinished = None  # no env moved
             raise ValueError(f"illegal action in env {bad}: {self._illegal(bad, actions)}")
         self._play_moves(count, out)
         self._play_opponents(count, out)
@@ -597,6 +611,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         obs, mask = self._observation_and_mask()
         info = self._info(out, mask)
         info.update(info_extra)
+        self._unfinished = None
         return obs, out.reward, terminated, np.zeros(n, dtype=bool), info
 
     def _illegal(self, env: int, actions: np.ndarray) -> str:
@@ -652,6 +667,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         """
         if not self._reset_called:
             raise RuntimeError("call reset() before get_state()")
+        if self._unfinished is not None:  # a half-played batch is no state to go on from
+            raise interrupted(self._unfinished, "get_state()")
         players = [p for p in self._players if isinstance(p, BatchedPolicy)]
         return {
             "num_envs": self.num_envs,
@@ -707,6 +724,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         if self.pool is not None:
             self.pool.results = copy.deepcopy(state.get("results", {}))
         self._reset_called = True
+        self._unfinished = None
 
     def observe(self) -> np.ndarray:
         """The agents' current observations (what the last ``reset`` or ``step`` returned,
