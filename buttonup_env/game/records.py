@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .files import write_atomically
 from .rules import (
     DEFAULT_TARGET,
     LAYOUTS,
@@ -173,13 +174,12 @@ def read_records(path: str | Path) -> Iterator[RecordLine]:
 
 
 def write_records(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
-    """Write records as JSON Lines (one object a line); return how many were written."""
-    count = 0
-    with open(path, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record) + "\n")
-            count += 1
-    return count
+    """Write records as JSON Lines (one object a line); return how many were written. The
+    file is written atomically (:func:`~buttonup_env.game.files.write_atomically`): a reader
+    never sees part of it, and a link at ``path`` is replaced, not written through."""
+    lines = [json.dumps(record) + "\n" for record in records]
+    write_atomically(path, "".join(lines).encode("utf-8"))
+    return len(lines)
 
 
 def _parse_board_claim(text: object) -> tuple[str, ...] | None:

@@ -32,6 +32,7 @@ from stable_baselines3.common.torch_layers import FlattenExtractor, MlpExtractor
 from torch import nn
 
 from ..game.encoding import ENCODINGS, MAX_LEGAL, AfterstateEncoding, RingEncoding, SlotEncoding
+from ..game.files import write_atomically
 from ..players.policy import (
     FORMAT_VERSION,
     INPUT_NAME,
@@ -172,13 +173,12 @@ def check_exportable(policy: Any) -> str:
 def export_onnx(
     policy: Any, path: str | Path, metadata: Mapping[str, object] | None = None
 ) -> Path:
-    """Write ``policy``'s actor to ``path`` (atomically: a partial file never appears)."""
+    """Write ``policy``'s actor to ``path``, whose folder must exist, atomically: through a
+    temporary file of a fresh name beside it, renamed onto it
+    (:func:`~buttonup_env.game.files.write_atomically`), so a partial file never appears and
+    a link planted at ``path`` is replaced, never written through."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a folder; give the path of the .onnx file to write")
-    path.parent.mkdir(parents=True, exist_ok=True)
     model = actor_to_onnx(policy, metadata)
-    tmp = path.with_name(path.name + ".tmp")
-    onnx.save(model, tmp)
-    tmp.replace(path)
-    return path
+    return write_atomically(path, model.SerializeToString())

@@ -26,6 +26,7 @@ need only numpy. A GIF is made in memory, so it holds at most :data:`MAX_GIF_BYT
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -38,7 +39,18 @@ import numpy as np
 from ..envs import render
 from ..game.records import InvalidRecord, check_record, read_records
 from ..game.rules import DEFAULT_TARGET, MOVES_PER_ROUND, Color, State
-from .cli import Checked, StreamError, after_output_failed, report, whole_number
+from .cli import (
+    FORCE_HELP,
+    Checked,
+    OutputError,
+    StreamError,
+    after_output_failed,
+    check_outputs,
+    make_output_folder,
+    report,
+    whole_number,
+    write_output,
+)
 from .narration import Move
 
 VIZ_HINT = "pip install 'buttonup-env[viz]'"
@@ -325,8 +337,9 @@ def _indexed(image: np.ndarray, pil: Any) -> Any:
 
 
 def write_gif(frames: Iterable[Frame], path: str | Path) -> None:
-    """Write ``frames`` as an animated GIF that loops forever. Needs Pillow. ``ValueError``
-    when the frames are more than :data:`MAX_GIF_BYTES`."""
+    """Write ``frames`` as an animated GIF that loops forever (atomically: see
+    :func:`~buttonup_env.ui.cli.write_output`). Needs Pillow. ``ValueError`` when the frames
+    are more than :data:`MAX_GIF_BYTES`, or the file cannot be written."""
     pil = _pillow()
     pictures, durations = [], []
     held = 0
@@ -343,14 +356,16 @@ def write_gif(frames: Iterable[Frame], path: str | Path) -> None:
         durations.append(frame.duration)
     if not pictures:
         raise ValueError("an animation needs at least one frame")
+    buffer = io.BytesIO()
     pictures[0].save(
-        path,
+        buffer,
         format="GIF",
         save_all=True,
         append_images=pictures[1:],
         duration=durations,
         loop=0,
     )
+    write_output(path, buffer.getvalue())
 
 
 def write_pngs(
@@ -358,15 +373,23 @@ def write_pngs(
 ) -> list[Path]:
     """Write ``frames`` as ``folder/stem-000.png``, ``stem-001.png``, ...; return the paths.
 
-    ``digits`` is the width of the frame numbers. Needs Pillow.
+    ``digits`` is the width of the frame numbers. Each file is written atomically (see
+    :func:`~buttonup_env.ui.cli.write_output`: ``ValueError`` when one cannot be). Needs
+    Pillow.
     """
     pil = _pillow()
     paths = []
     for number, frame in enumerate(frames):
-        path = Path(folder) / f"{stem}-{number:0{digits}d}.png"
-        _indexed(frame.image, pil).save(path, format="PNG", optimize=True)
-        paths.append(path)
+        path = frame_path(folder, stem, number, digits)
+        buffer = io.BytesIO()
+        _indexed(frame.image, pil).save(buffer, format="PNG", optimize=True)
+        paths.append(write_output(path, buffer.getvalue()))
     return paths
+
+
+def frame_path(folder: str | Path, stem: str, number: int, digits: int = 3) -> Path:
+    """Where :func:`write_pngs` writes frame ``number``."""
+    return Path(folder) / f"{stem}-{number:0{digits}d}.png"
 
 
 # --- command line ----------------------------------------------------------------------------
@@ -376,8 +399,11 @@ output (--out):
   NAME.gif    one animated GIF, looping forever
   NAME.png    numbered PNG frames beside it: NAME-000.png, NAME-001.png, ...
   FOLDER      (an existing folder, a path ending in '/', or a name without a suffix; created
-              when missing) numbered PNG frames FOLDER/ID-000.png, ... (ID with characters
-              other than letters, digits, '.', '_' and '-' replaced by '_')
+              when missing, in a folder that exists) numbered PNG frames FOLDER/ID-000.png,
+              ... (ID with characters other than letters, digits, '.', '_' and '-' replaced
+              by '_')
+  The folder of the output must exist; a file there is replaced only with --force, and never
+  the records file.
 
 frames: for each round, its set-up (exactly the environment's rgb_array picture, with a
 caption under it), then two frames per move (the stack about to be lifted ringed in gold; the
@@ -433,6 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=400,
         help="board width and height in pixels (default 400; the caption adds ~10%%)",
     )
+    parser.add_argument("--force", action="store_true", help=FORCE_HELP)
     parser.add_argument(
         "--delay",
         type=whole_number(20, "delay", 60_000),
@@ -470,6 +497,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(f"record {args.id!r} is invalid: {error}", 1)
     except ValueError as error:
         return fail(f"--round {args.round}: {error}", 2)
+    digits = max(3, len(str(frame_count(record) - 1)))
+    if stem is None and kind == "folder":
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", args.id)
+    try:
+        if kind == "folder":
+            make_output_folder("--out", where)
+        if kind == "gif":
+            outputs = [("--out", where)]
+        else:  # every frame's file, which the record's length tells before any is drawn
+            rounds = record["rounds"] if "rounds" in record else [record]
+            drawn_rounds = rounds if args.round is None else [rounds[args.round - 1]]
+            count = frame_count({"rounds": drawn_rounds})
+            outputs = [("--out", frame_path(where, stem, n, digits)) for n in range(count)]
+        check_outputs(outputs, [("the records file", args.file)], args.force)
+    except ValueError as error:
+        return fail(str(error), 2)
     durations: list[int] = []  # of the frames written
     shape: tuple[int, ...] = (0, 0)
 
@@ -483,20 +526,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _pillow()
         if kind == "gif":
-            where.parent.mkdir(parents=True, exist_ok=True)
             write_gif(counted(drawn), where)
             written = str(where)
         else:
-            where.mkdir(parents=True, exist_ok=True)
-            if stem is None:
-                stem = re.sub(r"[^A-Za-z0-9._-]", "_", args.id)
-            digits = max(3, len(str(frame_count(record) - 1)))
+            assert stem is not None
             paths = write_pngs(counted(drawn), where, stem, digits)
             written = f"{paths[0]} ... {paths[-1].name}"
     except PillowMissing as error:
         return fail(str(error), 2)
     except OSError as error:
         return fail(f"cannot write {args.out}: {getattr(error, 'strerror', None) or error}", 2)
+    except OutputError as error:  # a file that cannot be written
+        return fail(str(error), 2)
     except ValueError as error:  # more frames than a GIF holds
         return fail(f"cannot write {args.out}: {error}", 2)
     seconds = sum(durations) / 1000

@@ -10,6 +10,12 @@ output is closed (``<&-``, ``>&-``), or whose output cannot be written (``> /dev
 space left), says so in one sentence on standard error and exits with status 2
 (:class:`Checked`, :func:`report`), rather than with a traceback or, on a closed output,
 silently.
+
+The files a command writes are checked the same way everywhere too (:func:`check_outputs`,
+before any work): an output that is one of the command's inputs, or another of its outputs,
+is refused; an existing file is kept unless ``--force`` is given; no folder is made for an
+output but the one the user named; and a file that cannot be written is one sentence
+(:func:`write_output`, :func:`make_output_folder`), never a traceback.
 """
 
 from __future__ import annotations
@@ -17,9 +23,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
+
+from ..game.files import write_atomically
 
 
 def whole_number(minimum: int, what: str, maximum: int | None = None) -> Callable[[str], int]:
@@ -159,3 +169,113 @@ def after_output_failed(stdout: object) -> None:
     and print a traceback of its own."""
     if stdout is not None and stdout is sys.stdout:
         silence_stdout()
+
+
+# --- the files a command writes ---------------------------------------------------------------
+
+FORCE_HELP = (
+    "replace output files that exist (without it, an existing file is kept and the command "
+    "stops before any work)"
+)
+"""The help of every command's ``--force``."""
+
+
+class OutputError(ValueError):
+    """An output file that the command cannot or may not write; the message is one sentence."""
+
+
+def reason(error: OSError) -> str:
+    """Why an ``OSError`` happened, in a few words (``No such file or directory``)."""
+    return error.strerror or str(error) or type(error).__name__
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """True when the paths ``a`` and ``b`` name one file: the same file on disk when both
+    exist, else the same path once links and ``..`` are resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+Named = tuple[str, "str | os.PathLike[str] | None"]
+"""A file a command reads or writes, and how its message names it (``("--json", path)``;
+None: not asked for)."""
+
+
+def check_outputs(
+    outputs: Sequence[Named], inputs: Sequence[Named] = (), force: bool = False
+) -> None:
+    """:class:`OutputError` in one sentence unless every file of ``outputs`` can be written as the
+    commands write their outputs:
+
+    * it is none of ``inputs`` (the files the command reads) and no other output;
+    * its folder exists (no folder is made for it) and it is not a folder, a device, a pipe
+      or a symbolic link (a link would lead the write elsewhere);
+    * it does not exist, unless ``force`` (``--force``): an existing file is kept.
+    """
+    given = [(what, Path(path)) for what, path in outputs if path is not None]
+    read = [(what, Path(path)) for what, path in inputs if path is not None]
+    for index, (what, path) in enumerate(given):
+        for source, other in read:
+            if same_file(path, other):
+                raise OutputError(
+                    f"{what} {path} is also {source}, which the command reads; an output "
+                    "never replaces an input"
+                )
+        for other_what, other in given[:index]:
+            if same_file(path, other):
+                raise OutputError(
+                    f"{other_what} {other} and {what} {path} are the same file; give each output "
+                    "its own"
+                )
+    for what, path in given:
+        folder = path.parent
+        if not folder.exists():
+            raise OutputError(f"{what} {path}: the folder {folder} does not exist")
+        if not folder.is_dir():
+            raise OutputError(f"{what} {path}: {folder} is not a folder")
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise OutputError(f"{what} {path} cannot be written ({reason(error)})") from None
+        if stat.S_ISDIR(mode):
+            raise OutputError(f"{what} {path} is a folder; give the file to write")
+        if stat.S_ISLNK(mode):
+            raise OutputError(f"{what} {path} is a symbolic link; give the path of the file itself")
+        if not stat.S_ISREG(mode):
+            raise OutputError(
+                f"{what} {path} is not a regular file (a device, a pipe or a socket); give a "
+                "file to write"
+            )
+        if not force:
+            raise OutputError(f"{what} {path} exists; give --force to replace it")
+
+
+def make_output_folder(what: str, path: str | os.PathLike[str]) -> Path:
+    """The output folder ``path``, made if missing (its own folder must exist: nothing else is
+    made); :class:`OutputError` in one sentence when it cannot be."""
+    path = Path(path)
+    if os.path.islink(path):
+        raise OutputError(f"{what} {path} is a symbolic link; give the path of the folder itself")
+    if not path.parent.is_dir():
+        raise OutputError(f"{what} {path}: the folder {path.parent} does not exist")
+    try:
+        path.mkdir(exist_ok=True)
+    except FileExistsError:
+        raise OutputError(f"{what} {path} is a file; give a folder") from None
+    except OSError as error:
+        raise OutputError(f"{what} {path} cannot be made ({reason(error)})") from None
+    return path
+
+
+def write_output(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` (atomically: see
+    :func:`~buttonup_env.game.files.write_atomically`); :class:`OutputError` in one sentence
+    when it cannot be written."""
+    try:
+        return write_atomically(path, data)
+    except OSError as error:
+        raise OutputError(f"cannot write {path} ({reason(error)})") from None
