@@ -135,9 +135,54 @@ CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
     "an unknown critic": ("critic", "twin", "config.json: critic is 'twin'; it must be one of"),
     "gamma above 1": ("gamma", 1.5, "--gamma must be in (0, 1], got 1.5"),
     "a batch larger than a rollout": ("batch_size", 100_000, "--batch-size 100000 is larger"),
-    "a negative seed": ("seed", -1, "--seed must be a whole number from 0 to 4294967295"),
-    "a seed numpy cannot take": ("seed", 2**40, "--seed must be a whole number from 0"),
-    "no layers": ("hidden", [], "--hidden needs one or more sizes"),
+    "a negative seed": (
+        "seed",
+        -1,
+        "config.json: seed is -1; it must be a whole number from 0 to 2**32 - 1",
+    ),
+    "a seed numpy cannot take": ("seed", 2**40, "config.json: seed is 1099511627776; it must"),
+    "no layers": ("hidden", [], "--hidden needs 1 to 16 layer sizes, got 0"),
+    "too many layers": ("hidden", [4] * 17, "--hidden needs 1 to 16 layer sizes, got 17"),
+    "a layer too wide": ("hidden.0", 16_385, "hidden[0] is 16385; it must be a whole number"),
+    "steps no run takes": (
+        "total_steps",
+        10**30,
+        "total_steps is 1000000000000000000000000000000; it must be a whole number from 1 to "
+        "10,000,000,000",
+    ),
+    "epochs no run takes": ("n_epochs", 10**12, "n_epochs is 1000000000000; it must be a whole"),
+    "more threads than the machine can run": (
+        "threads",
+        100_000,
+        "config.json: threads is 100000; it must be a whole number from 1 to",
+    ),
+    "evaluation matches no run plays": ("eval_matches", 10**12, "eval_matches is 1000000000000"),
+    "ladder matches no run plays": ("ladder_matches", 10**12, "ladder_matches is 1000000000000"),
+    "a snapshot every step": (
+        "snapshot_every",
+        1,
+        "config.json: snapshot_every is 1; it must be a whole number from 64 to",
+    ),
+    "a checkpoint every step": ("checkpoint_every", 1, "checkpoint_every is 1; it must be"),
+    "more snapshots than a disk should hold": (
+        "total_steps",
+        10**9,
+        "--snapshot-every 128 would make 7,812,500 snapshots in --total-steps 1000000000, more "
+        "than the 10,000 a run may make",
+    ),
+    "a time budget of years": ("minutes", 10**6, "minutes is 1000000; it must be a finite number"),
+    "a pool too large": ("opponents.max_snapshots", 10**6, "max_snapshots must be from 1 to 1,000"),
+    "a run name with a path in it": ("run_name", "../x", "run_name is '../x'; it must be a folder"),
+    "a ladder player with escape codes": (
+        "ladder.0",
+        "random\x1b[2J",
+        "ladder[0] is 'random\\x1b[2J'; it must be a player's name or path",
+    ),
+    "a code version with escape codes": (
+        "code_version",
+        "buttonup-env 0.1.0 (\x1b]0;x\x07)",
+        "config.json: code_version is 'buttonup-env 0.1.0 (\\x1b]0;x\\x07)'; it must be a version",
+    ),
     "a negative opponent weight": ("opponents.perfect", -1, "opponent weights must be finite"),
     "an unknown opponent setting": (
         "opponents.bots",
@@ -148,8 +193,16 @@ CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
     "an unknown setting": ("turbo", True, "config.json: turbo is not a field of TrainConfig"),
     "a saved resume": ("resume", "elsewhere", "config.json: resume is 'elsewhere'"),
     "no command": ("command", DELETE, "config.json: command is missing"),
-    "a network too large to build": ("hidden", [100_000, 100_000], "its network would have"),
-    "a rollout too large to hold": ("n_envs", 10**7, "n_envs 10000000 x n_steps 64 would hold"),
+    "a network too large to build": (
+        "hidden",
+        [16_384, 16_384],
+        "--hidden 16384 16384: its network would have",
+    ),
+    "a rollout too large to hold": (
+        "n_envs",
+        65_536,
+        "--n-envs 65536 x --n-steps 64 would hold 12,331,253,760 bytes",
+    ),
     "other envs than the saved games": (
         "n_envs",
         4,

@@ -452,7 +452,9 @@ def test_the_league_command_prints_the_table_and_writes_json_and_a_plot(
         assert f"{entry['elo']:.0f}" in next(line for line in printed.splitlines()
                                               if line.startswith(name + " "))  # fmt: skip
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert cli.main(args) == 0  # the same seed, the same league
+    assert cli.main(args) == 2  # the files are kept ...
+    assert capsys.readouterr().err == f"error: --json {out} exists; give --force to replace it\n"
+    assert cli.main([*args, "--force"]) == 0  # ... unless --force: the same seed, the same league
     assert json.loads(out.read_text())["ratings"] == data["ratings"]
 
 
@@ -462,7 +464,7 @@ def test_the_league_command_prints_the_table_and_writes_json_and_a_plot(
         (["--players", "random", "nosuchbot"], "'nosuchbot' is not a player"),
         (["--players", "random"], "--players needs at least two players"),
         ([], "--players needs at least two players"),
-        (["--players", "random", "greedy", "--matches", "0"], "--matches must be a whole number"),
+        (["--players", "random", "greedy", "--matches", "0"], "--matches is 0; it must be a whole"),
         (["--players", "random", "missing.onnx"], "'missing.onnx' is not a player"),
         (["--players", "random", "perfect-2"], "'perfect-2' is not a graded bot"),
         (["--players", "random", "random"], "given twice"),

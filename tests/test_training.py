@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -34,7 +35,8 @@ from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import META_ENCODING, OnnxPolicy, load_policy
 from buttonup_env.ui.cli import run_cli
-from training.config import SELF_PLAY, SOLVER_MIX
+from training.config import SELF_PLAY, SOLVER_MIX, parse_config, resolve
+from training.typed_json import to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ROOT / "training" / "train.py"
@@ -101,6 +103,20 @@ def scalar_steps(run_dir: Path, tag: str) -> list[list[int]]:
     return [[event.step for event in events] for events in scalar_events(run_dir, tag)]
 
 
+def card_settings(config: dict) -> dict:
+    """The settings of a run's config.json as its cards hold them: without where the run was
+    kept (runs_dir, resume) and config.json's own fields."""
+    left_out = ("format", "command", "code_version", "runs_dir", "resume")
+    return {k: v for k, v in config.items() if k not in left_out}
+
+
+def check_card_command(card: dict, config: dict) -> None:
+    """A card's command is train.py's, rebuilt from the run's settings: it gives them back."""
+    argv = shlex.split(card["command"])
+    assert argv[:2] == ["python", "training/train.py"]
+    assert card_settings(to_json(resolve(parse_config(argv[2:])))) == card_settings(config)
+
+
 def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int) -> None:
     """Everything a finished run leaves in its folder."""
     config = json.loads((run_dir / "config.json").read_text())
@@ -143,7 +159,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
 
     card = json.loads((run_dir / "final.json").read_text())
     assert card["model"] == "final.onnx"
-    assert card["command"] == config["command"]
+    check_card_command(card, config)
     assert card["code_version"] == config["code_version"]
     assert card["seed"] == config["seed"]
     assert card["config"]["total_steps"] == total_steps
@@ -234,6 +250,7 @@ def test_a_time_budget_ends_the_run_before_its_steps(tmp_path: Path) -> None:
     """--minutes stops training once that much training time has passed, and the run ends
     normally (final evaluation, export) short of total_steps."""
     args = [*TINY, "--total-steps", "10000000", "--minutes", "0.05", "--eval-every", "100000"]
+    args += ["--snapshot-every", "1000"]  # at most 10,000 snapshots in the steps
     args.remove("--no-progress")  # the bar follows the budget that binds: here the minutes
     done = run(TRAIN, *args, "--runs-dir", tmp_path, "--run-name", "timed")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -673,7 +690,7 @@ BAD_TRAIN_ARGS = {
     ),
     "negative minutes": (
         lambda runs: [*TINY, "--minutes", "-1", "--runs-dir", runs],
-        "--minutes must be >= 0 and finite",
+        "--minutes is -1.0; it must be a finite number from 0 to 10080",
     ),
     "random start above 1": (
         lambda runs: [*TINY, "--random-start", "1.5", "--runs-dir", runs],
@@ -759,6 +776,7 @@ def test_export_writes_a_policy_and_its_card(
 ) -> None:
     run_dir, _ = tiny_run
     out = tmp_path / "models" / "agent.onnx"
+    out.parent.mkdir()
     done = run(
         EXPORT,
         run_dir,
@@ -780,12 +798,10 @@ def test_export_writes_a_policy_and_its_card(
     config = json.loads((run_dir / "config.json").read_text())
     best = json.loads((run_dir / "checkpoints" / "best.json").read_text())
     assert card["model"] == "agent.onnx"
-    assert card["command"] == config["command"]
+    check_card_command(card, config)
     assert card["code_version"] == config["code_version"]
     assert card["exported_with"].startswith("buttonup-env ")
-    assert card["config"] == {
-        k: v for k, v in config.items() if k not in ("format", "command", "code_version")
-    }
+    assert card["config"] == card_settings(config)
     assert card["training"]["checkpoint"] == "best"
     assert card["training"]["steps"] == best["progress"]["best_steps"]
     assert set(card["evaluation"]) == {"random", "greedy", "perfect"}
@@ -877,11 +893,21 @@ def test_export_refuses_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
     assert "was written by another version of buttonup-env" in one_error_line(done)
 
 
+BOTS = ("random", "greedy", "perfect")
+
 DAMAGE = {
     "config": ("config.json", "not json", "config.json is damaged"),
     "config not an object": ("config.json", "[1, 2]", "config.json: the file is [1, 2]; it must"),
     "state": ("checkpoints/best.json", "{", "best.json is damaged"),
-    "periodic evaluations": ("eval.jsonl", '{"steps": 0}\n{"ste', "eval.jsonl is damaged"),
+    "periodic evaluations": ("eval.jsonl", '{"ste', "eval.jsonl line 1 is damaged"),
+    "an evaluation's steps of text": (
+        "eval.jsonl",
+        json.dumps(
+            {"steps": "many", "minutes": 0.5, "regret_by_move_perfect": [0.1] * 8}
+            | {f"{figure}_{bot}": 0.5 for figure in ("win_rate", "regret") for bot in BOTS}
+        ),
+        "eval.jsonl line 1: steps is 'many'; it must be a whole number >= 0",
+    ),
     "checkpoint": ("checkpoints/best.pt", "not a zip", "best.pt is not the file its best.json"),
 }
 
@@ -976,7 +1002,7 @@ def test_export_refuses_negative_match_counts(
 ) -> None:
     done = run(EXPORT, tiny_run[0], flag, "-1")
     assert done.returncode != 0
-    assert f"{flag} must be >= 0" in one_error_line(done)
+    assert f"{flag} is -1; it must be a whole number from 0 to 100,000" in one_error_line(done)
 
 
 @pytest.mark.parametrize("out", ["folder", "policy.txt"])
@@ -1251,15 +1277,24 @@ def untrusted_checkpoint(tmp_path: Path) -> list[str]:
 
 
 BAD_EVALUATE_ARGS = {
-    "no matches": (lambda _: ["--model", "random", "--matches", "0"], "--matches must be >= 1"),
-    "no target": (lambda _: ["--model", "random", "--target", "0"], "--target must be >= 1"),
+    "no matches": (
+        lambda _: ["--model", "random", "--matches", "0"],
+        "--matches is 0; it must be a whole number from 1 to 100,000",
+    ),
+    "no target": (
+        lambda _: ["--model", "random", "--target", "0"],
+        "--target is 0; it must be a whole number from 1 to 1000",
+    ),
     "unknown model": (lambda _: ["--model", "nosuchfile"], "'nosuchfile'"),
     "unknown opponent": (
         lambda _: ["--model", "random", "--opponent", "nosuchbot"],
         "'nosuchbot'",
     ),
     "untrusted zip": (untrusted_checkpoint, "export it to ONNX with python training/export.py"),
-    "negative seed": (lambda _: ["--model", "random", "--seed", "-1"], "--seed must be"),
+    "negative seed": (
+        lambda _: ["--model", "random", "--seed", "-1"],
+        "--seed is -1; it must be a whole number from 0 to 2**32 - 1",
+    ),
     "a graded bot without a probability": (
         lambda _: ["--model", "perfect-1.5"],
         "'perfect-1.5' is not a graded bot",

@@ -531,6 +531,15 @@ def test_report_of_many_seed_studies_matches_rliable(report: ModuleType, tmp_pat
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def evaluation_row(steps: int, regret: float, **figures: float) -> dict:
+    """A periodic evaluation as train.py writes one in eval.jsonl, with ``figures`` set."""
+    row = {"steps": steps, "minutes": 0.0, "regret_perfect": regret,
+           "regret_by_move_perfect": [regret] * 8, "win_rate_perfect": 0.0}  # fmt: skip
+    for bot in ("random", "greedy"):
+        row |= {f"win_rate_{bot}": 0.5, f"regret_{bot}": 0.5}
+    return row | figures
+
+
 def test_report_of_run_folders_reads_their_last_evaluation(
     report: ModuleType, tmp_path: Path
 ) -> None:
@@ -541,10 +550,9 @@ def test_report_of_run_folders_reads_their_last_evaluation(
         run.mkdir(parents=True)
         (run / "config.json").write_text(json.dumps({"seed": index}))
         rows = [
-            {"steps": s, "regret_perfect": regret + (1000 - s) / 1000, "win_rate_random": 0.5,
-             "win_rate_greedy": 0.25, "win_rate_perfect": 0.0}
+            evaluation_row(s, regret + (1000 - s) / 1000, win_rate_greedy=0.25)
             for s in (0, 500, 1000)
-        ]  # fmt: skip
+        ]
         (run / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
         if index < len(regrets):  # the last one did not finish: left out
             (run / "final.onnx").write_bytes(b"")
@@ -572,8 +580,8 @@ def test_report_of_run_folders_says_when_each_regret_level_was_reached(
     (run / "config.json").write_text(json.dumps({"seed": 4}))
     regrets = [(0, 0.0, 0.9), (500, 1.5, 0.08), (1000, 3.0, 0.05), (1500, 4.5, 0.012)]
     rows = [
-        {"steps": s, "minutes": m, "regret_perfect": r, "win_rate_random": 1.0,
-         "win_rate_greedy": 1.0, "win_rate_perfect": 0.4}
+        evaluation_row(s, r, minutes=m, win_rate_random=1.0, win_rate_greedy=1.0,
+                       win_rate_perfect=0.4)
         for s, m, r in regrets
     ]  # fmt: skip
     (run / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -602,8 +610,7 @@ def test_report_of_run_folders_measures_their_exploitability(
     run = tmp_path / "group" / "run0"
     run.mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"seed": 0}))
-    row = {"steps": 1000, "regret_perfect": 0.2, "win_rate_random": 1.0, "win_rate_greedy": 1.0,
-           "win_rate_perfect": 0.2}  # fmt: skip
+    row = evaluation_row(1000, 0.2, win_rate_random=1.0, win_rate_greedy=1.0, win_rate_perfect=0.2)
     (run / "eval.jsonl").write_text(json.dumps(row) + "\n")
     shutil.copy(shipped_policy_path("buttonup-ppo"), run / "final.onnx")
     out = tmp_path / "report"
@@ -627,9 +634,11 @@ def rated_run(folder: Path, linear_policy: Callable) -> Path:
     run = folder / "run0"
     (run / "snapshots").mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"seed": 0}))
-    rows = [{"steps": s, "regret_perfect": 1.0 - s / 400, "win_rate_random": 0.5,
-             "win_rate_greedy": 0.5, "win_rate_perfect": 0.1, "elo": 100.0 + s,
-             "elo_low": 50.0 + s, "elo_high": 150.0 + s} for s in (0, 100, 200)]  # fmt: skip
+    rows = [
+        evaluation_row(s, 1.0 - s / 400, win_rate_perfect=0.1, elo=100.0 + s, elo_low=50.0 + s,
+                       elo_high=150.0 + s)
+        for s in (0, 100, 200)
+    ]  # fmt: skip
     (run / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     linear_policy(run / "snapshots" / "step_000000000.onnx", "afterstates", 1)
     linear_policy(run / "snapshots" / "step_000000100.onnx", "ring", 2)
@@ -678,9 +687,9 @@ def test_report_rates_a_runs_snapshots_against_the_ladder(
     assert "| step_000000200.onnx | 200 | " in table and "| 0.100 |" in table
     assert (out / "ratings-run0.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    report.main(args)  # kept in the run folder: nothing measured again
+    report.main([*args, "--force"])  # kept in the run folder: nothing measured again
     assert len(measured) == 3
-    report.main([*args[:-1], "90"])  # other settings: measured again
+    report.main([*args[:-1], "90", "--force"])  # other settings: measured again
     assert len(measured) == 6
     kept = [json.loads(line) for line in (run / "ratings.jsonl").read_text().splitlines()]
     assert [row["ladder_matches"] for row in kept] == [90, 90, 90]

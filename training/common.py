@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -9,13 +10,26 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import buttonup_env
 from buttonup_env.players.evaluation import EvaluationResult
-from buttonup_env.ui.cli import fail
+from buttonup_env.ui.cli import fail, write_output
+from training.typed_json import Range
 
 ROOT = Path(__file__).resolve().parent.parent
+
+MAX_MATCHES = 100_000
+"""The most matches a command plays against one opponent (a few minutes on one core)."""
+Matches = Annotated[int, Range(1, MAX_MATCHES)]
+"""A number of matches, as the scripts' flags and a run's config take it."""
+Seed = Annotated[int, Range(0, 2**32 - 1)]
+"""A seed, as the scripts' flags and a run's config take it (numpy's legacy seeding, which
+some of the libraries use, takes 32 bits)."""
+
+CODE_VERSION = r"buttonup-env [0-9A-Za-z.+-]{1,40} \([0-9A-Za-z._+-]{1,80}\)"
+"""What :func:`code_version` gives (``buttonup-env 0.1.0 (d2d4121+dirty)``), as a regular
+expression: a code version read from a file is printed and copied only when it is one."""
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -77,16 +91,15 @@ def write_card(
     }
     card.update(extra or {})
     path = model_path.with_suffix(".json")
-    path.write_text(json.dumps(card, indent=2) + "\n")
+    write_output(path, (json.dumps(card, indent=2) + "\n").encode())
     return path
 
 
-def read_eval_rows(eval_file: Path) -> list[dict[str, Any]]:
-    """The periodic evaluations that training appends to ``eval.jsonl``, one JSON object a
-    line. ``ValueError`` naming the line when one is not (``OSError`` when the file cannot be
-    read)."""
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON Lines file, one a line. ``ValueError`` naming the line when
+    one is not (``OSError`` when the file cannot be read)."""
     rows = []
-    for number, line in enumerate(eval_file.read_text().splitlines(), start=1):
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -123,12 +136,27 @@ def pyplot() -> Any:
     return plt
 
 
-def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | None:
-    """Draw win rates against the bots and regret against the solver over steps (PNG).
+def figure_png(fig: Any) -> bytes:
+    """A matplotlib figure as PNG bytes (written by the caller through a checked path; the
+    figure is closed)."""
+    plt = pyplot()
 
-    Reads the rows of ``eval_file`` (:func:`read_eval_rows`); returns None when there are none.
-    """
-    rows = read_eval_rows(eval_file)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure as the PNG ``path`` (atomically; ``ValueError`` in one
+    sentence when it cannot be written)."""
+    write_output(path, figure_png(fig))
+
+
+def learning_curve(rows: list[dict[str, Any]], title: str = "") -> bytes | None:
+    """Win rates against the bots and regret against the solver over steps, as PNG bytes,
+    from the periodic evaluations ``rows`` (checked ones:
+    :func:`training.runfolder.read_evaluations`); None when there are none."""
     if not rows:
         return None
     plt = pyplot()
@@ -166,10 +194,7 @@ def plot_learning_curve(eval_file: Path, out: Path, title: str = "") -> Path | N
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return figure_png(fig)
 
 
 # --- Optuna storages (training/tune.py and training/report.py) ---------------------------------
@@ -268,13 +293,3 @@ def final_figures(run_dir: Path, evals: list[dict[str, Any]], measure: bool) -> 
 
         final["exploitability"] = exploitability(load_policy(policy)).exploitability
     return final
-
-
-def check_output_files(*options: tuple[str, Path | None]) -> None:
-    """``ValueError`` with one sentence for an output file (``(flag, path)``, None: not asked)
-    that cannot be written: its folder is missing, or the path is a folder."""
-    for option, path in options:
-        if path is not None and not path.parent.is_dir():
-            raise ValueError(f"{option} {path}: the folder {path.parent} does not exist")
-        if path is not None and path.is_dir():
-            raise ValueError(f"{option} {path} is a folder; give the file to write")

@@ -5,18 +5,25 @@ each with its docstring), the presets that fill the budgets left unset, the chec
 ``train.py`` trains with it; ``tune.py`` builds its trials from it; the run folder saves it
 (``training/runfolder.py``); the benchmarks measure it. Change a default here and every one
 of them follows.
+
+Every count and interval carries its bounds in its type (``Annotated[int, Range(1, 100)]``,
+read by :mod:`training.typed_json`): the one declaration holds ``train.py``'s flags, a saved
+``config.json`` and a config built in code (``tune.py``'s trials) alike, each value out of
+bounds refused in one sentence naming it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
+import torch as th
 import tyro
 from gymnasium import spaces
 
@@ -24,7 +31,50 @@ from buttonup_env.game.encoding import ENCODINGS
 from buttonup_env.learn.nets import RingPolicy, fast_bfloat16
 from buttonup_env.players.league import DEFAULT_LADDER, check_ladder
 from buttonup_env.players.selfplay import OpponentMix
-from training.typed_json import value_from_json
+from training.common import MAX_MATCHES, Matches, Seed
+from training.typed_json import Pattern, Range, check_fields, value_from_json
+
+# --- the bounds of the settings ------------------------------------------------------------
+
+MAX_STEPS = 10_000_000_000
+"""The most environment steps a run may ask for (a hundred times the full preset's)."""
+MAX_MINUTES = 10_080.0
+"""The longest time budget, in minutes: a week."""
+MIN_INTERVAL = 64
+"""The fewest steps between snapshots, evaluations or checkpoints (each is checked at a
+rollout's start, so a smaller interval only means every rollout)."""
+MAX_PERIODIC = 10_000
+"""The most snapshots, and the most periodic evaluations, a run may ask for
+(``total_steps / snapshot_every``): each snapshot is a file, each evaluation a line of
+``eval.jsonl``, and neither may fill a disk."""
+MAX_ENVS = 65_536
+"""The most environments stepped together."""
+MAX_ROLLOUT_STEPS = 4_096
+"""The most steps per env in a rollout."""
+MAX_EPOCHS = 100
+"""The most passes over each rollout."""
+MAX_LAYERS = 16
+"""The most hidden layers (the shipped agent has two)."""
+MAX_WIDTH = 16_384
+"""The widest hidden layer."""
+MAX_THREADS = 4 * (os.cpu_count() or 1)
+"""The most torch threads: four times this machine's cores (100,000 threads crashed a run)."""
+MAX_PARAMETERS = 50_000_000
+"""The largest network a config may ask for (the shipped agent's has about 50,000
+parameters): a larger one is refused before anything is built."""
+MAX_ROLLOUT_BYTES = 4 << 30
+"""The largest rollout (n_envs x n_steps observations) a config may ask for: 4 GiB."""
+
+Steps = Annotated[int, Range(1, MAX_STEPS)]
+Interval = Annotated[int, Range(MIN_INTERVAL, MAX_STEPS)]
+
+RUN_NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
+"""A run's folder name: letters, digits, '.', '_' and '-' (not first), at most 128."""
+RunName = Annotated[str, Pattern(RUN_NAME, "a folder name of letters, digits, '.', '_' and '-'")]
+PLAYER_NAME = r"[\w./\\~+@:=-][\w ./\\~+@:=,-]{0,254}"
+"""A ladder player as a config may name it: a bot, a graded bot, a shipped policy or a path,
+in letters, digits, spaces and ``. / \\ ~ + @ : = , - _`` (no control characters: the names
+reach cards and messages)."""
 
 SELF_PLAY = OpponentMix()
 """The default opponents, of every preset: pure self-play. Only the learner's own snapshots
@@ -50,15 +100,18 @@ class TrainConfig:
     checkpoint intervals and the eval sizes; any of those flags given on the command line
     (before or after --preset) overrides the preset's value. Every preset trains by pure
     self-play (see --opponents)."""
-    total_steps: int | None = None
+    total_steps: Steps | None = None
     """Environment steps (agent decisions) to train for (default: from the preset)."""
-    minutes: float | None = None
+    minutes: Annotated[float, Range(0, MAX_MINUTES)] | None = None
     """Training time budget: stop after this many minutes of training (periodic evaluations
     included, counted across resumes) even before total_steps; 0: no time budget (default:
     from the preset). The entropy schedule follows whichever budget is further along."""
-    seed: int = 0
+    seed: Seed = 0
     """Seed of the networks, the envs and the opponents' draws."""
-    run_name: str | None = None
+    run_name: (
+        Annotated[str, Pattern(RUN_NAME, "a folder name of letters, digits, '.', '_' and '-'")]
+        | None
+    ) = None
     """Folder name under runs_dir (default: PRESET-sSEED-DATE-TIME)."""
     runs_dir: Path = Path("runs")
     """Where run folders are made."""
@@ -68,13 +121,13 @@ class TrainConfig:
     encoding: Literal["afterstates", "ring"] = "afterstates"
     """What the policy sees (buttonup_env.game.encoding): afterstates (the ring after each legal
     move) or ring (the ring seen from each legal move)."""
-    n_envs: int = 256
+    n_envs: Annotated[int, Range(1, MAX_ENVS)] = 256
     """Environments stepped together."""
     vec_env: Literal["batched", "dummy", "subproc"] = "batched"
     """batched: one ButtonUpVectorEnv stepping all envs with array operations
     (buttonup_env.envs.vector); dummy: ButtonUp-v0 envs one after the other in this process;
     subproc: one process per ButtonUp-v0 env."""
-    hidden: tuple[int, ...] = (128, 128)
+    hidden: tuple[Annotated[int, Range(1, MAX_WIDTH)], ...] = (128, 128)
     """Sizes of the per-view hidden layers of actor and critic."""
     shared: bool = True
     """Actor and critic share their per-view hidden layers (half the arithmetic of separate
@@ -100,11 +153,11 @@ class TrainConfig:
     learning_rate_end: float | None = 2e-4
     """The learning rate decays linearly to this value over the run (steps or time budget,
     as the entropy coefficient does); None: a constant --learning-rate."""
-    n_steps: int = 16
+    n_steps: Annotated[int, Range(1, MAX_ROLLOUT_STEPS)] = 16
     """Steps per env per rollout (rollout = n_envs * n_steps)."""
-    batch_size: int = 1024
+    batch_size: Annotated[int, Range(1, MAX_ENVS * MAX_ROLLOUT_STEPS)] = 1024
     """Minibatch size."""
-    n_epochs: int = 4
+    n_epochs: Annotated[int, Range(1, MAX_EPOCHS)] = 4
     """Passes over each rollout."""
     gamma: float = 1.0
     """Discount (episodes are one round: at most 8 agent decisions)."""
@@ -130,25 +183,27 @@ class TrainConfig:
     opponents: OpponentMix = SELF_PLAY
     """Who the learner plays (see buttonup_env.players.selfplay); by default pure self-play, the
     learner's own snapshots only."""
-    snapshot_every: int | None = None
+    snapshot_every: Interval | None = None
     """Steps between snapshots of the learner added to the opponent pool."""
-    eval_every: int | None = None
+    eval_every: Interval | None = None
     """Steps between evaluations against the fixed bots."""
-    eval_matches: int | None = None
+    eval_matches: Matches | None = None
     """Matches against each bot in a periodic evaluation."""
-    checkpoint_every: int | None = None
+    checkpoint_every: Interval | None = None
     """Steps between checkpoints (one is also written on Ctrl-C or kill, and at the end)."""
-    final_eval_matches: int | None = None
+    final_eval_matches: Matches | None = None
     """Matches against the random bot after training."""
-    ladder: tuple[str, ...] = DEFAULT_LADDER
+    ladder: tuple[Annotated[str, Pattern(PLAYER_NAME, "a player's name or path")], ...] = (
+        DEFAULT_LADDER
+    )
     """The reference players each periodic evaluation rates the learner against (Elo, the
     random bot at 0; see buttonup_env.players.league)."""
-    ladder_matches: int = 300
+    ladder_matches: Annotated[int, Range(0, MAX_MATCHES)] = 300
     """Matches against the ladder in each periodic evaluation, shared evenly among its players
     (0: no rating)."""
-    threads: int = 1
+    threads: Annotated[int, Range(1, MAX_THREADS)] = 1
     """torch threads (1: fastest on a shared 2-core machine, where a second thread waits on
-    the other processes more than it helps)."""
+    the other processes more than it helps; at most four times the machine's cores)."""
     progress: bool = True
     """Show a progress bar."""
 
@@ -191,33 +246,10 @@ def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:
 
 
 def resolve(config: TrainConfig) -> TrainConfig:
-    """Fill the fields left to the preset, and check the values."""
+    """Fill the fields left to the preset, and check the values: each against the bounds of
+    its type (``ValueError`` naming its flag), then the rules between them."""
     values = {k: v for k, v in PRESETS[config.preset].items() if getattr(config, k) is None}
     config = dataclasses.replace(config, **values)
-    for name in (
-        "total_steps",
-        "n_envs",
-        "n_steps",
-        "batch_size",
-        "n_epochs",
-        "snapshot_every",
-        "eval_every",
-        "eval_matches",
-        "checkpoint_every",
-        "final_eval_matches",
-        "threads",
-    ):
-        value = getattr(config, name)
-        if value < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if not 0 <= config.seed < 2**32:
-        raise ValueError(f"--seed must be a whole number from 0 to {2**32 - 1}, got {config.seed}")
-    if not (0 <= config.minutes < math.inf):  # type: ignore[operator]
-        raise ValueError(
-            f"--minutes must be >= 0 and finite (0: no time budget), got {config.minutes}"
-        )
-    if not config.hidden or min(config.hidden) < 1:
-        raise ValueError(f"--hidden needs one or more sizes >= 1, got {config.hidden}")
     ranges = [
         ("learning_rate", 0 < config.learning_rate < math.inf, "> 0 and finite"),
         ("gamma", 0 < config.gamma <= 1, "in (0, 1]"),
@@ -235,6 +267,19 @@ def resolve(config: TrainConfig) -> TrainConfig:
         if not ok:
             raise ValueError(
                 f"--{name.replace('_', '-')} must be {allowed}, got {getattr(config, name)}"
+            )
+    check_fields(config)
+    if not 1 <= len(config.hidden) <= MAX_LAYERS:
+        raise ValueError(f"--hidden needs 1 to {MAX_LAYERS} layer sizes, got {len(config.hidden)}")
+    for name in ("snapshot_every", "eval_every"):
+        every = getattr(config, name)
+        if config.total_steps // every > MAX_PERIODIC:  # type: ignore[operator]
+            least = -(-config.total_steps // MAX_PERIODIC)  # type: ignore[operator]
+            raise ValueError(
+                f"--{name.replace('_', '-')} {every} would make {config.total_steps // every:,} "
+                f"{'snapshots' if name == 'snapshot_every' else 'evaluations'} in "
+                f"--total-steps {config.total_steps}, more than the {MAX_PERIODIC:,} a run may "
+                f"make; give at least {least}"
             )
     if not 0 <= config.random_start <= 1:
         raise ValueError(
@@ -266,7 +311,28 @@ def resolve(config: TrainConfig) -> TrainConfig:
             f"--batch-size {config.batch_size} is larger than a rollout "
             f"(--n-envs x --n-steps = {config.n_envs * config.n_steps})"
         )
+    check_size(config)
     return config
+
+
+def check_size(config: TrainConfig) -> None:
+    """``ValueError`` when ``config`` asks for a network or a rollout larger than
+    :data:`MAX_PARAMETERS` or :data:`MAX_ROLLOUT_BYTES` (a crafted config.json would otherwise
+    exhaust the memory before any check of the tensors). The network is built on torch's
+    ``meta`` device, which allocates nothing, and its parameters counted."""
+    rollout = config.n_envs * config.n_steps * ENCODINGS[config.encoding].size * 4
+    if rollout > MAX_ROLLOUT_BYTES:
+        raise ValueError(
+            f"--n-envs {config.n_envs} x --n-steps {config.n_steps} would hold {rollout:,} "
+            f"bytes of observations, more than the {MAX_ROLLOUT_BYTES:,} a run may ask for"
+        )
+    with th.device("meta"):
+        parameters = sum(p.numel() for p in make_policy(config).parameters())
+    if parameters > MAX_PARAMETERS:
+        raise ValueError(
+            f"--hidden {' '.join(map(str, config.hidden))}: its network would have "
+            f"{parameters:,} parameters, more than the {MAX_PARAMETERS:,} a run may ask for"
+        )
 
 
 def with_settings(config: TrainConfig, values: dict[str, Any], source: str) -> TrainConfig:

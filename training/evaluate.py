@@ -9,7 +9,8 @@ the mean round margin, the mean regret per decision (how many round points worse
 solver's best move the model's choice was, averaged over the model's decisions), the same regret
 for each of a round's eight moves (where the mistakes sit) and matches per second. ``--json
 FILE`` writes the same figures; ``--record FILE`` writes the games as match records
-(``docs/rules.md``), which ``python -m buttonup_env.replay FILE`` checks.
+(``docs/rules.md``), which ``python -m buttonup_env.replay FILE`` checks. Neither replaces an
+existing file without ``--force``, nor a policy the command reads, nor the other.
 
 A player is ``random``, ``greedy``, ``perfect``, a graded bot ``perfect-P`` (a random legal move
 with probability P, the perfect move otherwise), the name of a shipped policy (``buttonup-ppo``)
@@ -28,6 +29,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated
 
 import tyro
 from tqdm import tqdm
@@ -39,8 +41,9 @@ from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import PolicyError, load_policy
 from buttonup_env.players.shipped import shipped_policies
-from buttonup_env.ui.cli import run_cli
-from training.common import check_output_files
+from buttonup_env.ui.cli import Named, check_outputs, reason, run_cli, write_output
+from training.common import Matches, Seed
+from training.typed_json import Range, check_fields
 
 
 @dataclass
@@ -53,20 +56,36 @@ class EvaluateArgs:
     opponent: str = "random"
     """random|greedy|perfect, a graded bot perfect-P, a shipped policy's name, a path to another
     policy, or best-response (exploitability)."""
-    matches: int = 1000
+    matches: Matches = 1000
     """Matches to play."""
-    seed: int = 0
+    seed: Seed = 0
     """Seed of the layouts and of the players' random choices."""
-    target: int = 15
+    target: Annotated[int, Range(1, MAX_TARGET)] = 15
     """Points that win a match."""
     json: Path | None = None
-    """Write the figures to this JSON file."""
+    """Write the figures to this JSON file (its folder must exist)."""
     record: Path | None = None
     """Write the games to this JSON Lines file (match records, see docs/rules.md)."""
+    force: bool = False
+    """Replace the --json and --record files if they exist (without it, an existing file is
+    kept and the command stops before any match)."""
     trusted: bool = False
     """Allow loading SB3 .zip files (they unpickle code: only files you made)."""
     progress: bool = True
     """Show a progress bar."""
+
+
+def player_file(spec: str) -> Path | None:
+    """The file a player ``spec`` names, None for a bot or a shipped policy (an input of the
+    command, which no output may replace)."""
+    if spec in BOT_NAMES or spec == BEST_RESPONSE or spec in shipped_policies():
+        return None
+    try:
+        if graded_p(spec) is not None:
+            return None
+    except ValueError:
+        pass
+    return Path(spec)
 
 
 def make_player(spec: str, trusted: bool) -> Player:
@@ -99,7 +118,8 @@ def best_response(args: EvaluateArgs, model: Player) -> int:
         figures[name] = asdict(result)
         print(f"{name}: {result.summary()}")
     if args.json is not None:
-        args.json.write_text(json.dumps({"opponent": BEST_RESPONSE, **figures}, indent=2) + "\n")
+        figures = {"opponent": BEST_RESPONSE, **figures}
+        write_output(args.json, (json.dumps(figures, indent=2) + "\n").encode())
         print(f"figures written to {args.json}")
     return 0
 
@@ -107,13 +127,10 @@ def best_response(args: EvaluateArgs, model: Player) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = tyro.cli(EvaluateArgs, args=argv, description=__doc__)
     try:
-        if args.matches < 1:
-            raise ValueError(f"--matches must be >= 1, got {args.matches}")
-        if not 1 <= args.target <= MAX_TARGET:
-            raise ValueError(f"--target must be >= 1 and <= {MAX_TARGET}, got {args.target}")
-        if args.seed < 0:
-            raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
-        check_output_files(("--json", args.json), ("--record", args.record))
+        check_fields(args)
+        inputs: list[Named] = [("--model", player_file(args.model))]
+        inputs.append(("--opponent", player_file(args.opponent)))
+        check_outputs([("--json", args.json), ("--record", args.record)], inputs, args.force)
         model = make_player(args.model, args.trusted)
         if args.opponent == BEST_RESPONSE:
             return best_response(args, model)
@@ -137,19 +154,26 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"{args.model} against {args.opponent}, seed {args.seed}")
     print(result.summary())
-    if args.json is not None:
-        figures = {
-            "model": args.model,
-            "opponent": args.opponent,
-            "seed": args.seed,
-            "target": args.target,
-            **result.to_dict(),
-        }
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
-        print(f"figures written to {args.json}")
-    if args.record is not None:
-        count = write_records(args.record, result.records)
-        print(f"{count} match records written to {args.record}")
+    try:
+        if args.json is not None:
+            figures = {
+                "model": args.model,
+                "opponent": args.opponent,
+                "seed": args.seed,
+                "target": args.target,
+                **result.to_dict(),
+            }
+            write_output(args.json, (json.dumps(figures, indent=2) + "\n").encode())
+            print(f"figures written to {args.json}")
+        if args.record is not None:
+            count = write_records(args.record, result.records)
+            print(f"{count} match records written to {args.record}")
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: cannot write {args.record} ({reason(error)})", file=sys.stderr)
+        return 2
     return 0
 
 

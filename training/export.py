@@ -1,16 +1,18 @@
 """Export a trained policy to ONNX with its model card.
 
-    python training/export.py runs/NAME                      # the run's best checkpoint
+    python training/export.py runs/NAME --out agent.onnx     # the run's best checkpoint
     python training/export.py runs/NAME --which latest --out my-agent.onnx
-    python training/export.py runs/NAME --out models/buttonup-ppo.onnx  # ship it
+    python training/export.py runs/NAME --out models/buttonup-ppo.onnx --force  # ship it
     python training/export.py my_ppo.zip --trusted           # a model from your own script
 
 Writes ``OUT`` (the policy network: observations to action logits; needs only onnxruntime to
 run, see ``buttonup_env.load_policy``) and ``OUT`` with ``.json`` (the card: the training
 command, config, seed, code version, training steps and time, the evaluations against the
 random, greedy and perfect bots, and the exact exploitability). Training calls the same code at
-its end. The policies shipped with the package are the ``.onnx`` files (and cards) in
-``models/``: exporting there replaces or adds one, loadable by its file name.
+its end. Neither file replaces an existing one without ``--force`` (training wrote
+``RUN/best.onnx`` already), nor one the export reads; the folder of ``OUT`` must exist. The
+policies shipped with the package are the ``.onnx`` files (and cards) in ``models/``:
+exporting there adds one, loadable by its file name (or replaces one, with ``--force``).
 
 It also takes a Stable-Baselines3 ``.zip`` saved by your own script (``model.save(...)``): a
 ``MaskablePPO`` or ``PPO`` model with SB3's ``MlpPolicy``, or the package's ``RingPolicy``,
@@ -38,10 +40,12 @@ from buttonup_env.players.bots import GreedyBot, PerfectBot, RandomBot
 from buttonup_env.players.evaluation import EvaluationResult, evaluate
 from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import OnnxPolicy, load_sb3_model
-from buttonup_env.ui.cli import run_cli
-from training.common import code_version, fail, read_eval_rows, write_card
+from buttonup_env.ui.cli import Named, OutputError, check_outputs, run_cli
+from training.common import MAX_MATCHES, code_version, fail, write_card
 from training.runfolder import Checkpoint, RunFolder, RunFolderError
-from training.typed_json import FieldError
+from training.typed_json import FieldError, Range, check_fields
+
+CardMatches = Annotated[int, Range(0, MAX_MATCHES)]
 
 EVAL_SEED = 2026
 
@@ -157,14 +161,17 @@ class ExportArgs:
     the perfect bot in the periodic evaluations; latest, the last one."""
     out: Path | None = None
     """Where to write the .onnx (default: RUN/WHICH.onnx, or the .zip's path with .onnx); the
-    card goes beside it."""
+    card goes beside it. Its folder must exist."""
+    force: bool = False
+    """Replace OUT and its card if they exist (without it, an existing file is kept and the
+    export stops before any work)."""
     trusted: bool = False
     """Allow exporting an SB3 .zip: loading it unpickles code, so only files you made."""
-    random_matches: int = 1000
+    random_matches: CardMatches = 1000
     """Matches against the random bot for the card."""
-    greedy_matches: int = 1000
+    greedy_matches: CardMatches = 1000
     """Matches against the greedy bot for the card."""
-    perfect_matches: int = 500
+    perfect_matches: CardMatches = 500
     """Matches against the perfect bot for the card."""
     best_response: bool = True
     """Also measure the exact exploitability for the card (4 s for the shipped model)."""
@@ -185,13 +192,19 @@ def checkpoint_training(run: RunFolder, which: str, checkpoint: Checkpoint) -> d
     return training
 
 
-def check_common(args: ExportArgs) -> None:
-    """The checks of the options that do not depend on what is exported."""
-    if args.out is not None and (args.out.is_dir() or args.out.suffix != ".onnx"):
-        fail(f"--out {args.out}: give the .onnx file to write (its card goes beside it as .json)")
-    for name in ("random_matches", "greedy_matches", "perfect_matches"):
-        if getattr(args, name) < 0:
-            fail(f"--{name.replace('_', '-')} must be >= 0")
+def check_arguments(args: ExportArgs, out: Path, inputs: list[Named]) -> None:
+    """The checks of the options, before anything is exported: the counts in their bounds,
+    ``out`` (an .onnx file) and its card writable (:func:`~buttonup_env.ui.cli.check_outputs`:
+    neither of them one of the ``inputs``, an existing file replaced only with --force)."""
+    if out.is_dir() or out.suffix != ".onnx":
+        fail(f"--out {out}: give the .onnx file to write (its card goes beside it as .json)")
+    try:
+        check_fields(args)
+        check_outputs(
+            [("--out", out), ("the card of --out", out.with_suffix(".json"))], inputs, args.force
+        )
+    except ValueError as error:
+        fail(str(error))
 
 
 LEGAL_MOVES = (
@@ -213,7 +226,8 @@ def export_zip(args: ExportArgs) -> None:
             f"{path} is a Stable-Baselines3 .zip: loading it unpickles code that can do "
             "anything; if you made this file yourself, pass --trusted"
         )
-    check_common(args)
+    out = args.out or path.with_suffix(".onnx")
+    check_arguments(args, out, [("the exported .zip", path)])
     try:
         # reads the file's description first: other algorithms are refused unloaded
         model, info = load_sb3_model(path)
@@ -250,26 +264,35 @@ def export_zip(args: ExportArgs) -> None:
         **info.settings,
     }
     training = {"source": str(path), "steps": info.steps}
-    out = args.out or path.with_suffix(".onnx")
     metadata = {
         "source": path.name,
         "algorithm": info.algorithm,
         "policy": info.policy,
         "sb3_version": info.sb3_version or "",
     }
-    export_with_card(
-        model.policy,
-        out,
-        config,
-        training,
-        args.random_matches,
-        args.perfect_matches,
-        best_response=args.best_response,
-        greedy_matches=args.greedy_matches,
-        metadata=metadata,
-        card={"source": source},
-    )
+    try:
+        export_with_card(
+            model.policy,
+            out,
+            config,
+            training,
+            args.random_matches,
+            args.perfect_matches,
+            best_response=args.best_response,
+            greedy_matches=args.greedy_matches,
+            metadata=metadata,
+            card={"source": source},
+        )
+    except (OSError, OutputError) as error:
+        fail(written(error))
     print(f"wrote {out} and {out.with_suffix('.json')}")
+
+
+def written(error: OSError | OutputError) -> str:
+    """The sentence of an output that could not be written."""
+    if isinstance(error, OSError):
+        return f"cannot write {error.filename or 'the output'} ({error.strerror or error})"
+    return str(error)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -285,29 +308,38 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.source} is not a run folder (no config.json) nor a Stable-Baselines3 .zip "
             "(export one with --trusted)"
         )
-    check_common(args)
-    try:
+    out = args.out or args.source / f"{which}.onnx"
+    weights, state = (args.source / "checkpoints" / f"{which}{end}" for end in (".pt", ".json"))
+    inputs: list[Named] = [
+        ("the run's config.json", args.source / "config.json"),
+        ("the run's eval.jsonl", args.source / "eval.jsonl"),
+        ("the checkpoint's weights", weights),
+        ("the checkpoint's state", state),
+        ("the run's latest checkpoint", args.source / "checkpoints" / "latest.json"),
+    ]
+    try:  # the run folder first: what is wrong with it matters more than the options
         run = RunFolder.open(args.source)
         policy, checkpoint = run.load_policy(which)
         training = checkpoint_training(run, which, checkpoint)
+        rows = run.read_evaluations()
     except (RunFolderError, FieldError) as error:
         fail(str(error))
-    if run.eval_file.is_file():
-        try:
-            training["periodic_evaluations"] = read_eval_rows(run.eval_file)
-        except ValueError as error:
-            fail(f"{run.eval_file} is damaged ({error})")
-    out = args.out or args.source / f"{which}.onnx"
-    export_with_card(
-        policy,
-        out,
-        run.card_config(),
-        training,
-        args.random_matches,
-        args.perfect_matches,
-        best_response=args.best_response,
-        greedy_matches=args.greedy_matches,
-    )
+    check_arguments(args, out, inputs)
+    if rows:
+        training["periodic_evaluations"] = rows
+    try:
+        export_with_card(
+            policy,
+            out,
+            run.card_config(),
+            training,
+            args.random_matches,
+            args.perfect_matches,
+            best_response=args.best_response,
+            greedy_matches=args.greedy_matches,
+        )
+    except (OSError, OutputError) as error:
+        fail(written(error))
     print(f"wrote {out} and {out.with_suffix('.json')}")
 
 

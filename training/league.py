@@ -10,7 +10,8 @@ from ``--seed``. The results are fitted with Bradley-Terry on the Elo scale (a g
 odds of 10 to 1 in a match), the random bot fixed at 0 (without it, the first player), and a
 prior of ``--prior`` extra matches per pair split evenly, which keeps ratings finite when a
 pair never loses. Prints the table (player, rating, 95% interval, matches); ``--json FILE``
-writes ratings and pairs, ``--plot FILE`` a picture of the ladder.
+writes ratings and pairs, ``--plot FILE`` a picture of the ladder (neither replaces an
+existing file without ``--force``, nor a player's file, nor the other).
 
 A player is ``random``, ``greedy``, ``perfect``, a graded bot ``perfect-P`` (a random legal
 move with probability P, the perfect move otherwise: ``perfect-0.3``), the name of a shipped
@@ -26,15 +27,20 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import tyro
 from tqdm import tqdm
 
+from buttonup_env.game.rules import MAX_TARGET
 from buttonup_env.players.arena import make_player, play_pairs, player_specs
 from buttonup_env.players.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
-from buttonup_env.ui.cli import run_cli
-from training.common import check_output_files, code_version, pyplot
+from buttonup_env.ui.cli import check_outputs, run_cli, write_output
+from training.common import Matches, Seed, code_version, figure_png, pyplot
+from training.typed_json import Range, check_fields
+
+MAX_PLAYERS = 1_000
+"""The most players of a league."""
 
 
 @dataclass
@@ -44,24 +50,28 @@ class LeagueArgs:
     players: tuple[str, ...] = ()
     """The players: random, greedy, perfect, perfect-P, a shipped policy's name, an .onnx file
     or a training run's folder (its snapshots)."""
-    matches: int = 200
+    matches: Matches = 200
     """Matches per pair of players."""
-    seed: int = 0
+    seed: Seed = 0
     """Seed of the layouts and the bots' random moves (each pair's from it and the names)."""
-    target: int = 15
+    target: Annotated[int, Range(1, MAX_TARGET)] = 15
     """Points that win a match."""
     schedule: Literal["auto", "round-robin", "neighbours"] = "auto"
     """Which pairs meet: auto (a round robin up to 12 players, else neighbours), round-robin,
     or neighbours (each player against its --neighbours next ones, and every bot against
     everyone)."""
-    neighbours: int = 2
+    neighbours: Annotated[int, Range(1, MAX_PLAYERS)] = 2
     """With the neighbours schedule: how many of the next players each one meets."""
     prior: float = PRIOR_MATCHES
     """Extra matches per pair that met, half won by each side: the prior of the fit."""
     json: Path | None = None
-    """Write ratings and pairs to this JSON file."""
+    """Write ratings and pairs to this JSON file (its folder must exist)."""
     plot: Path | None = None
-    """Draw the ladder (ratings with their intervals) to this PNG file."""
+    """Draw the ladder (ratings with their intervals) to this PNG file (its folder must
+    exist)."""
+    force: bool = False
+    """Replace the --json and --plot files if they exist (without it, an existing file is kept
+    and the command stops before any match)."""
     progress: bool = True
     """Show a progress bar."""
 
@@ -73,21 +83,18 @@ def check(args: LeagueArgs) -> None:
             f"--players needs at least two players, got {len(args.players)}; e.g. --players "
             "random greedy perfect, or a training run's folder"
         )
-    for option, value, low in (
-        ("--matches", args.matches, 1),
-        ("--target", args.target, 1),
-        ("--seed", args.seed, 0),
-        ("--neighbours", args.neighbours, 1),
-    ):
-        if value < low:
-            raise ValueError(f"{option} must be a whole number >= {low}, got {value}")
+    if len(args.players) > MAX_PLAYERS:
+        raise ValueError(
+            f"--players names {len(args.players)} players; a league has at most {MAX_PLAYERS:,}"
+        )
     if not 0 < args.prior < float("inf"):
         raise ValueError(f"--prior must be a number of matches > 0, got {args.prior}")
-    check_output_files(("--json", args.json), ("--plot", args.plot))
+    check_fields(args)
 
 
 def plot_ladder(table: LeagueTable, path: Path, title: str = "") -> None:
-    """The ratings, best at the top, with their intervals (PNG)."""
+    """The ratings, best at the top, with their intervals (PNG, written atomically;
+    ``ValueError`` in one sentence when it cannot be written)."""
     plt = pyplot()
 
     names = list(table.ratings)[::-1]
@@ -110,8 +117,7 @@ def plot_ladder(table: LeagueTable, path: Path, title: str = "") -> None:
     ax.set(xlabel=f"Elo (Bradley-Terry; {fixed}); bars: 95% intervals", title=title)
     ax.grid(True, axis="x", lw=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    write_output(path, figure_png(fig))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check(args)
         named = player_specs(args.players)
+        files = [("--players", spec) for name, spec in named if Path(spec).exists()]
+        check_outputs([("--json", args.json), ("--plot", args.plot)], files, args.force)
         names = [name for name, _ in named]
         pairs = schedule(names, args.schedule, args.neighbours)
         players = [make_player(spec, name) for name, spec in named]
@@ -146,6 +154,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(table.table())
     command = shlex.join(["python", "training/league.py", *argv])
+    try:
+        write_results(args, table, command, seconds)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def write_results(args: LeagueArgs, table: LeagueTable, command: str, seconds: float) -> None:
+    """Write the --json and --plot files asked for (``ValueError`` in one sentence when one
+    cannot be written)."""
     if args.json is not None:
         card = {
             "command": command,
@@ -158,12 +177,11 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": round(seconds, 2),
             **table.to_dict(),
         }
-        args.json.write_text(json.dumps(card, indent=2) + "\n")
+        write_output(args.json, (json.dumps(card, indent=2) + "\n").encode())
         print(f"ratings written to {args.json}")
     if args.plot is not None:
         plot_ladder(table, args.plot, f"{args.matches} matches a pair, seed {args.seed}")
         print(f"ladder drawn in {args.plot}")
-    return 0
 
 
 if __name__ == "__main__":

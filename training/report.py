@@ -7,7 +7,9 @@
     python training/report.py --study lr --storage postgresql+psycopg://USER:PW@HOST/DB
 
 Writes OUT/report.md (and prints it), report.json with the same figures, and PNG plots beside
-them (OUT: runs/report-NAME by default).
+them (OUT: runs/report-NAME by default, made if missing; its own folder must exist). An
+existing report or plot there is kept unless ``--force`` is given: the report stops before any
+work.
 
 Many-seed results (studies made with --seeds, and run folders; each study or folder of runs is
 a group): for each figure at the end of training (regret against the perfect bot, the win rate
@@ -41,25 +43,42 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import tyro
 
 from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.players.league import DEFAULT_LADDER
-from buttonup_env.ui.cli import run_cli
+from buttonup_env.ui.cli import (
+    Named,
+    check_outputs,
+    make_output_folder,
+    run_cli,
+    write_output,
+)
 from training.common import (
+    Matches,
+    Seed,
     code_version,
     fail,
     final_figures,
     first_line,
     open_storage,
     pyplot,
-    read_eval_rows,
     read_json,
+    read_json_lines,
     safe_url,
+    save_figure,
 )
+from training.runfolder import (
+    RunFolderError,
+    check_tree,
+    read_evaluations,
+    read_in,
+    write_in,
+)
+from training.typed_json import FieldError, Range, check_fields
 
 FIGURES = {
     "regret_perfect": "regret against the perfect bot (round points per decision)",
@@ -85,13 +104,17 @@ class ReportConfig:
     runs_dir: Path = Path("runs")
     """Where the default storage is, and the default OUT."""
     out: Path | None = None
-    """Folder for report.md, report.json and the plots (default: RUNS_DIR/report-NAME)."""
-    reps: int = 2000
+    """Folder for report.md, report.json and the plots (default: RUNS_DIR/report-NAME; made
+    if missing, its own folder must exist)."""
+    force: bool = False
+    """Replace the report and plots in OUT if they exist (without it, an existing file is kept
+    and the report stops before any work)."""
+    reps: Annotated[int, Range(1, 1_000_000)] = 2000
     """Bootstrap resamples of the confidence intervals."""
-    seed: int = 0
+    seed: Seed = 0
     """Seed of the bootstrap (of each interval: the same seed gives the same report) and of the
     matches of --ratings."""
-    top: int = 10
+    top: Annotated[int, Range(1, 10_000)] = 10
     """Best trials listed for a sweep."""
     exploitability: bool = True
     """Measure the exact exploitability of the final policy of run folders that have no
@@ -103,7 +126,7 @@ class ReportConfig:
     table with their rank correlation."""
     ladder: tuple[str, ...] = DEFAULT_LADDER
     """With --ratings: the reference players (see buttonup_env.players.league)."""
-    ladder_matches: int = 1000
+    ladder_matches: Matches = 1000
     """With --ratings: matches of each snapshot against the ladder, shared among its players."""
 
 
@@ -160,6 +183,7 @@ def folder_runs(path: Path, measure: bool = True) -> list[Run]:
     for folder in folders:
         if not (folder / "final.onnx").is_file():
             continue  # not finished: interrupted, pruned or under way
+        checked(folder, named=folder == path)
         if (folder / "trial.json").is_file():
             card = read_json(folder / "trial.json")
             runs.append(
@@ -167,19 +191,30 @@ def folder_runs(path: Path, measure: bool = True) -> list[Run]:
             )
             continue
         try:
-            rows = read_eval_rows(folder / "eval.jsonl")
-        except (OSError, ValueError) as error:
-            fail(f"{folder / 'eval.jsonl'} is damaged ({error})")
+            rows = read_evaluations(folder)
+        except (RunFolderError, FieldError) as error:
+            fail(str(error))
         if rows:
             try:
                 final = final_figures(folder, rows, measure)
             except (OSError, ValueError) as error:
                 fail(f"{folder / 'final.onnx'} cannot be measured ({first_line(error)})")
             seed = read_json(folder / "config.json").get("seed")
+            seed = seed if type(seed) is int else None  # shown in the report: a number or none
             runs.append(Run(folder.name, final, rows, seed))
     if not runs:
         fail(f"--runs {path}: no finished run folder there (one with config.json and final.onnx)")
     return runs
+
+
+def checked(folder: Path, named: bool) -> None:
+    """End the report with one error line when the run folder ``folder`` holds a symbolic
+    link, a device or a pipe (or, unless ``named`` by the user, is a link itself): its files
+    could lead a read, or the ratings written there, outside it."""
+    try:
+        check_tree(folder, named)
+    except RunFolderError as error:
+        fail(str(error))
 
 
 # --- many-seed results --------------------------------------------------------------------
@@ -399,8 +434,7 @@ def plot_time_to_quality(groups: dict[str, list[Run]], path: Path) -> None:
         "Time to quality: regret per decision against the exact solver, each run", fontsize=10
     )
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_curves(groups: dict[str, list[Run]], config: ReportConfig, path: Path) -> None:
@@ -424,8 +458,7 @@ def plot_curves(groups: dict[str, list[Run]], config: ReportConfig, path: Path) 
     axes.flat[0].legend(fontsize=8)
     fig.suptitle("IQM over runs with 95% stratified bootstrap intervals", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_intervals(figures: dict[str, dict[str, dict]], path: Path) -> None:
@@ -446,8 +479,7 @@ def plot_intervals(figures: dict[str, dict[str, dict]], path: Path) -> None:
         ax.set_title(FIGURES[key], fontsize=8)
         ax.grid(True, axis="x", lw=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # --- sweeps -------------------------------------------------------------------------------
@@ -588,8 +620,7 @@ def plot_history(trials: list, path: Path) -> None:
     ax.grid(True, lw=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def plot_params(trials: list, params: list[str], path: Path) -> None:
@@ -617,8 +648,7 @@ def plot_params(trials: list, params: list[str], path: Path) -> None:
         ax.grid(True, lw=0.3)
     axes.flat[0].set_ylabel("regret")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # --- ratings of a run's snapshots --------------------------------------------------------
@@ -632,7 +662,10 @@ def rated_folders(paths: tuple[Path, ...]) -> list[Path]:
     folders = []
     for path in paths:
         runs = [path] if (path / "config.json").is_file() else sorted(path.iterdir())
-        folders += [run for run in runs if list((run / "snapshots").glob("step_*.onnx"))]
+        for run in runs:
+            if list((run / "snapshots").glob("step_*.onnx")):
+                checked(run, named=run == path)
+                folders.append(run)
     return folders
 
 
@@ -650,9 +683,10 @@ def snapshot_ratings(run_dir: Path, config: ReportConfig) -> list[dict[str, Any]
 
     path = run_dir / RATINGS_FILE
     try:
-        kept = {row["snapshot"]: row for row in read_eval_rows(path)} if path.is_file() else {}
-    except (ValueError, TypeError, KeyError):
-        kept = {}  # damaged: measure again
+        read_in(run_dir, path, 64 << 20)  # a regular file of the folder, not a link
+        kept = {row["snapshot"]: row for row in read_json_lines(path)}
+    except (ValueError, TypeError, KeyError, OSError):
+        kept = {}  # missing or damaged: measure again
     settings = {
         "ladder": list(config.ladder),
         "ladder_matches": config.ladder_matches,
@@ -677,9 +711,10 @@ def snapshot_ratings(run_dir: Path, config: ReportConfig) -> list[dict[str, Any]
                 "exploitability": exploitability(policy).exploitability,
             }
         rows.append(row)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    tmp.replace(path)
+    try:
+        write_in(run_dir, path, "".join(json.dumps(row) + "\n" for row in rows).encode())
+    except RunFolderError as error:
+        fail(str(error))
     return rows
 
 
@@ -726,7 +761,10 @@ def ratings_report(folders: list[Path], config: ReportConfig, out: Path) -> tupl
                 for row in rows
             ),
         ]
-        evals = read_eval_rows(run_dir / "eval.jsonl") if (run_dir / "eval.jsonl").is_file() else []
+        try:
+            evals = read_evaluations(run_dir)
+        except (RunFolderError, FieldError) as error:
+            fail(str(error))
         plot_ratings(run_dir.name, rows, [r for r in evals if "elo" in r], ladder, rho, out)
     return "\n".join(text), figures
 
@@ -782,8 +820,7 @@ def plot_ratings(
     left.legend(fontsize=8, loc="lower right")
     fig.suptitle(name, fontsize=10)
     fig.tight_layout()
-    fig.savefig(out / f"ratings-{name}.png")
-    plt.close(fig)
+    save_figure(fig, out / f"ratings-{name}.png")
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -806,12 +843,14 @@ def main(argv: list[str] | None = None) -> Path:
         config = dataclasses.replace(config, ladder=ladder)  # the players' names, normalised
         if config.ladder_matches < len(ladder):
             fail(f"--ladder-matches must be at least {len(ladder)}, got {config.ladder_matches}")
-    if config.reps < 1 or config.top < 1 or config.seed < 0:
-        fail(
-            f"--reps and --top must be >= 1 and --seed >= 0, got {config.reps}, {config.top} "
-            f"and {config.seed}"
-        )
+    try:
+        check_fields(config)
+    except ValueError as error:
+        fail(str(error))
 
+    for path in config.runs:
+        if not path.is_dir():
+            fail(f"--runs {path}: no such folder")
     groups: dict[str, list[Run]] = {}
     sweep = None
     sources = []
@@ -833,16 +872,15 @@ def main(argv: list[str] | None = None) -> Path:
             sources.append(
                 f"study {name} in {safe_url(url)}" + (f": `{command}`" if settings else "")
             )
-    for path in config.runs:
-        for run in folder_runs(path, config.exploitability):
-            is_run = (path / "config.json").is_file()
-            group = path.resolve().parent.name if is_run else path.resolve().name
-            groups.setdefault(group, []).append(run)
+    run_groups = [(path, group_name(path)) for path in config.runs]
+    names = list(groups) + [group for _, group in run_groups if group not in groups]
+    name = sweep.study_name if sweep is not None else "-".join(dict.fromkeys(names))
+    out = config.out or config.runs_dir / f"report-{name}"
+    check_output_files(config, out, sweep is not None, url if config.study else None)
+    for path, group in run_groups:
+        groups.setdefault(group, []).extend(folder_runs(path, config.exploitability))
         sources.append(f"run folders in {path}")
 
-    name = sweep.study_name if sweep is not None else "-".join(groups)
-    out = config.out or config.runs_dir / f"report-{name}"
-    out.mkdir(parents=True, exist_ok=True)
     if sweep is not None:
         body, figures = sweep_report(sweep, config, out)
     else:
@@ -863,7 +901,7 @@ def main(argv: list[str] | None = None) -> Path:
         "",
     ]
     text = "\n".join(header) + "\n" + body + "\n"
-    (out / "report.md").write_text(text)
+    write_output(out / "report.md", text.encode())
     card = {
         "command": command,
         "code_version": code_version(),
@@ -871,10 +909,35 @@ def main(argv: list[str] | None = None) -> Path:
         "bootstrap": {"reps": config.reps, "seed": config.seed, "confidence": 0.95},
         "figures": figures,
     }
-    (out / "report.json").write_text(json.dumps(card, indent=2) + "\n")
+    write_output(out / "report.json", (json.dumps(card, indent=2) + "\n").encode())
     print(text)
     print(f"wrote {out / 'report.md'}, report.json and the plots in {out}")
     return out
+
+
+def group_name(path: Path) -> str:
+    """The group of ``--runs PATH``: a run folder's parent's name, or a folder's own."""
+    is_run = (path / "config.json").is_file()
+    return path.resolve().parent.name if is_run else path.resolve().name
+
+
+def check_output_files(config: ReportConfig, out: Path, sweep: bool, url: str | None) -> None:
+    """Make the folder ``out`` (not its own folder) and check the files the report will write
+    there (:func:`~buttonup_env.ui.cli.check_outputs`): none replaces an existing one without
+    --force, nor the study's SQLite file; one error line otherwise, before any work."""
+    pictures = ["history.png", "params.png"] if sweep else ["curves.png", "final.png"]
+    pictures += [] if sweep else ["time_to_quality.png"]
+    if config.ratings:
+        pictures += [f"ratings-{run.name}.png" for run in rated_folders(config.runs)]
+    inputs: list[Named] = []
+    if url is not None and url.startswith("sqlite:///"):
+        inputs.append(("--storage", url.removeprefix("sqlite:///")))
+    try:
+        make_output_folder("--out", out)
+        files = ["report.md", "report.json", *pictures]
+        check_outputs([("--out", out / file) for file in files], inputs, config.force)
+    except ValueError as error:
+        fail(str(error))
 
 
 def settings_command(settings: dict[str, Any], name: str, trials: int | None) -> str:

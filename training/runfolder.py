@@ -21,6 +21,15 @@ crafted value raises :class:`~training.typed_json.FieldError`, one sentence nami
 and the field), the network is rebuilt from the checked config and every tensor is checked
 against it (:class:`RunFolderError`). A folder of another ``format`` is refused in one
 sentence that names the version of buttonup-env that wrote it.
+
+Nothing in a run folder leads a read or a write outside it. A folder holds files and folders
+only: opening one (:meth:`RunFolder.open`, :func:`check_tree`) refuses it when anything in it
+is a symbolic link, a device, a pipe or a socket (the folder itself may be a link when it is
+the path the user named). Every file is then read and written through a checked path
+(:func:`check_path`: ``lstat`` of each part below the folder, no link, the folders folders)
+and opened with ``O_NOFOLLOW``; every write goes through a temporary file that
+``tempfile.mkstemp`` makes beside the target (never a fixed name that could be planted),
+renamed onto it (:mod:`buttonup_env.game.files`).
 """
 
 from __future__ import annotations
@@ -29,10 +38,14 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import random
 import re
+import shlex
+import stat
 import time
 import warnings
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,19 +55,21 @@ import numpy as np
 import torch as th
 
 from buttonup_env.envs.vector import ButtonUpVectorEnv
-from buttonup_env.game.encoding import ENCODINGS
-from buttonup_env.game.rules import MAX_ROUND_MARGIN
+from buttonup_env.game.files import append_text, read_regular_file, write_atomically
+from buttonup_env.game.rules import MAX_ROUND_MARGIN, MOVES_PER_ROUND
 from buttonup_env.players.bots import BOT_NAMES
-from training.common import code_version
-from training.config import TrainConfig, make_policy, resolve
+from buttonup_env.ui.cli import reason
+from training.common import CODE_VERSION, code_version
+from training.config import TrainConfig, make_policy, resolve, train_flags
 from training.typed_json import (
     FieldError,
     Length,
+    Omittable,
     Pattern,
     Range,
     Reader,
     from_json,
-    read_json_file,
+    parse_json,
     shown,
     to_json,
 )
@@ -63,12 +78,17 @@ FORMAT = "buttonup-env run folder 2"
 """The ``format`` of the run folders this version writes and reads (in ``config.json`` and
 every checkpoint's ``NAME.json``)."""
 
-MAX_PARAMETERS = 50_000_000
-"""The largest network a run folder may ask for (the shipped agent's has about 50,000
-parameters): a config.json asking for more is refused before anything is built."""
+MAX_JSON_BYTES = 64 << 20
+"""The largest JSON file of a run folder that is read (config.json, a checkpoint's
+NAME.json: a few kB, a few MB for a resume point of many envs)."""
 
-MAX_ROLLOUT_BYTES = 4 << 30
-"""The largest rollout (n_envs x n_steps observations) a run folder may ask for: 4 GiB."""
+MAX_EVAL_BYTES = 16 << 20
+"""The largest eval.jsonl that is read (a run makes at most 10,000 evaluations of well under
+a kB each: see training.config.MAX_PERIODIC)."""
+
+MAX_CHECKPOINT_BYTES = 1 << 30
+"""The fixed ceiling of a checkpoint's NAME.pt, whatever network its config.json asks for
+(the largest allowed, 50 million parameters, takes 600 MB with Adam's two moments)."""
 
 
 class RunFolderError(ValueError):
@@ -359,24 +379,167 @@ def restore_resume_point(model: Any, point: ResumePoint) -> None:
 
 
 def snapshot_path(run_dir: Path, steps: int) -> Path:
-    """The opponent pool's snapshot of the learner at ``steps`` (``snapshots/step_N.onnx``)."""
-    return run_dir / "snapshots" / f"step_{steps:09d}.onnx"
+    """The opponent pool's snapshot of the learner at ``steps`` (``snapshots/step_N.onnx``),
+    checked (:func:`check_path`) to be written."""
+    return check_path(run_dir, run_dir / "snapshots" / f"step_{steps:09d}.onnx")
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a partial file never appears."""
-    tmp = path.with_name(f"{path.stem}.tmp{path.suffix}")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+def _link(path: Path | str) -> RunFolderError:
+    return RunFolderError(
+        f"{path} is a symbolic link; a run folder holds none (a link could lead a read or a "
+        "write outside the folder)"
+    )
+
+
+def _not_regular(path: Path | str) -> RunFolderError:
+    return RunFolderError(
+        f"{path} is not a regular file (a device, a pipe or a socket); a run folder holds "
+        "files and folders only"
+    )
+
+
+def check_path(run_dir: Path, path: Path, kind: Literal["file", "folder"] = "file") -> Path:
+    """``path``, inside ``run_dir``, once every part of it below ``run_dir`` is checked with
+    ``lstat``: none is a symbolic link, each one on the way is a folder, and the last one, if
+    it exists, is a regular file (``kind="folder"``: a folder). :class:`RunFolderError` in
+    one sentence otherwise."""
+    parts = path.relative_to(run_dir).parts
+    current = run_dir
+    for index, part in enumerate(parts):
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return path
+        except OSError as error:
+            raise RunFolderError(f"{current} cannot be read ({reason(error)})") from None
+        if stat.S_ISLNK(mode):
+            raise _link(current)
+        if index < len(parts) - 1 or kind == "folder":
+            if not stat.S_ISDIR(mode):
+                raise RunFolderError(f"{current} is not a folder; a run folder's {part} is one")
+        elif not stat.S_ISREG(mode):
+            raise _not_regular(current)
+    return path
+
+
+def check_tree(run_dir: Path, named: bool = True) -> None:
+    """:class:`RunFolderError` when anything in the folder ``run_dir``, at any depth, is a
+    symbolic link or neither a file nor a folder; and, unless ``named`` (the path the user
+    gave), when ``run_dir`` itself is a link. Third-party code writes in the folder too
+    (TensorBoard in ``tb/``, the opponent pool reads ``snapshots/``): none of it can then be
+    led outside."""
+    if not named and os.path.islink(run_dir):
+        raise _link(run_dir)
+    folders = [run_dir]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        raise _link(entry.path)
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(Path(entry.path))
+                    elif not entry.is_file(follow_symlinks=False):
+                        raise _not_regular(entry.path)
+        except OSError as error:
+            raise RunFolderError(f"{folder} cannot be read ({reason(error)})") from None
+
+
+def write_in(run_dir: Path, path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` in the run folder ``run_dir``: the path checked
+    (:func:`check_path`), the file written atomically through a temporary file made by
+    ``tempfile.mkstemp`` beside it."""
+    check_path(run_dir, path)
+    try:
+        return write_atomically(path, data)
+    except OSError as error:
+        raise RunFolderError(f"cannot write {path} ({reason(error)})") from None
+
+
+def read_in(run_dir: Path, path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` in the run folder ``run_dir`` (at most ``limit``): the path
+    checked (:func:`check_path`), the file opened with ``O_NOFOLLOW`` and read only if it is
+    a regular file."""
+    check_path(run_dir, path)
+    try:
+        return read_regular_file(path, limit)
+    except OSError as error:
+        raise RunFolderError(f"{path} cannot be read ({reason(error)})") from None
+
+
+def make_folder(run_dir: Path, name: str) -> Path:
+    """The folder ``name`` of the run folder ``run_dir`` (``checkpoints``, ``snapshots``,
+    ``tb``), checked, made if missing."""
+    path = check_path(run_dir, run_dir / name, "folder")
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as error:
+        raise RunFolderError(f"{path} cannot be made ({reason(error)})") from None
+    return path
+
+
+# --- the periodic evaluations ------------------------------------------------------------
+
+Share = Annotated[float, Range(0, 1)]
+Regret = Annotated[float, Range(0)]
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    """A periodic evaluation, one line of ``eval.jsonl`` (train.py's ``Periodic.evaluate``
+    writes it): the step and training minutes, the win rate and the mean regret against each
+    bot of :data:`~buttonup_env.players.bots.BOT_NAMES`, the regret against the perfect bot by
+    move of the round, and the rating against the ladder (left out without one)."""
+
+    steps: Count
+    minutes: Annotated[float, Range(0)]
+    win_rate_random: Share
+    regret_random: Regret
+    win_rate_greedy: Share
+    regret_greedy: Regret
+    win_rate_perfect: Share
+    regret_perfect: Regret
+    regret_by_move_perfect: Annotated[tuple[Regret | None, ...], Length(MOVES_PER_ROUND)]
+    elo: Annotated[float | None, Omittable()] = None
+    elo_low: Annotated[float | None, Omittable()] = None
+    elo_high: Annotated[float | None, Omittable()] = None
+    ladder_matches: Annotated[Count | None, Omittable()] = None
+    ladder_score: Annotated[Share | None, Omittable()] = None
+
+
+def read_evaluations(run_dir: Path) -> list[dict[str, Any]]:
+    """The periodic evaluations of the run folder ``run_dir`` (``eval.jsonl``; none when it is
+    missing), each line checked as an :class:`EvalRow` (a damaged one raises
+    :class:`~training.typed_json.FieldError` naming the file, the line and the field), as the
+    JSON objects they are."""
+    path = run_dir / "eval.jsonl"
+    if not os.path.lexists(path):
+        return []
+    rows = []
+    text = read_in(run_dir, path, MAX_EVAL_BYTES)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        source = f"{path} line {number}"
+        row = parse_json(line, source)
+        if not isinstance(row, dict):
+            raise Reader(source).error("", row, "it must be a JSON object")
+        from_json(EvalRow, row, source)
+        rows.append(row)
+    return rows
 
 
 @dataclass(frozen=True)
 class Origin:
-    """How a run was started: the fields of ``config.json`` beside its settings."""
+    """How a run was started: the fields of ``config.json`` beside its settings. The command
+    is kept as it was typed, for the record, but never copied out of the folder: a card and
+    the terminal get one rebuilt from the checked settings (:meth:`RunFolder.card_config`)."""
 
     format: str
     command: str
-    code_version: str
+    code_version: Annotated[str, Pattern(CODE_VERSION, "a version as buttonup-env writes it")]
 
 
 @dataclass(frozen=True)
@@ -394,22 +557,36 @@ class RunFolder:
         ``PRESET-sSEED-DATE-TIME``), with its ``config.json``. ``command`` started it."""
         name = config.run_name or f"{config.preset}-s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         path = config.runs_dir / name
-        if path.exists():
+        if os.path.lexists(path):
             raise RunFolderError(f"run folder {path} exists; pick another --run-name")
         run = cls(path, config, Origin(FORMAT, command, code_version()))
-        (path / "snapshots").mkdir(parents=True)
+        if not config.runs_dir.parent.is_dir():  # --runs-dir is made, nothing above it
+            raise RunFolderError(
+                f"--runs-dir {config.runs_dir}: the folder {config.runs_dir.parent} does not exist"
+            )
+        try:
+            config.runs_dir.mkdir(exist_ok=True)
+            path.mkdir()
+        except OSError as error:
+            raise RunFolderError(
+                f"cannot make the run folder {path} ({reason(error)}); give another --runs-dir"
+            ) from None
+        make_folder(path, "snapshots")
         saved = {**to_json(run.origin), **to_json(config)}
-        (path / "config.json").write_text(json.dumps(saved, indent=2))
+        run.write(path / "config.json", json.dumps(saved, indent=2).encode())
         return run
 
     @classmethod
-    def open(cls, path: Path) -> RunFolder:
-        """The run folder at ``path``, its ``config.json`` checked: the format, every setting's
-        type, and the rules :func:`~training.config.resolve` checks for a new run."""
+    def open(cls, path: Path, named: bool = True) -> RunFolder:
+        """The run folder at ``path`` (``named``: the path the user gave, which may be a
+        symbolic link), nothing in it a link (:func:`check_tree`), its ``config.json``
+        checked: the format, every setting's type and bounds, and the rules
+        :func:`~training.config.resolve` checks for a new run."""
         file = path / "config.json"
         if not file.is_file():
             raise RunFolderError(f"{path} is not a run folder (it has no config.json)")
-        data = read_json_file(file)
+        check_tree(path, named)
+        data = parse_json(read_in(path, file, MAX_JSON_BYTES), file)
         if not isinstance(data, dict):
             raise Reader(file).error("", data, "it must be a JSON object")
         check_format(path, data)
@@ -422,16 +599,40 @@ class RunFolder:
             config = resolve(config)
         except ValueError as error:
             raise FieldError(f"{file} breaks the rules of a training config: {error}") from None
-        check_size(config, file)
         return cls(path, config, origin)
 
     def card_config(self) -> dict[str, Any]:
-        """``config.json``'s command, code version and settings, as a model card holds them."""
+        """The run's command, code version and settings, as a model card holds them. The
+        command is rebuilt from the checked settings (the train.py flags that give them),
+        never copied from config.json: a command there could hold anything, ``$(...)``
+        included. Where the run was kept (``runs_dir``, a path of any characters) is left
+        out of both."""
+        settings = dataclasses.replace(self.config, runs_dir=Path("runs"))
         return {
-            "command": self.origin.command,
+            "command": shlex.join(["python", "training/train.py", *train_flags(settings)]),
             "code_version": self.origin.code_version,
-            **to_json(self.config),
+            **{k: v for k, v in to_json(self.config).items() if k not in ("runs_dir", "resume")},
         }
+
+    # --- the files
+
+    def checked(self, path: Path, kind: Literal["file", "folder"] = "file") -> Path:
+        """``path`` in the run folder, checked (:func:`check_path`)."""
+        return check_path(self.path, path, kind)
+
+    def write(self, path: Path, data: bytes) -> Path:
+        """Write ``data`` to ``path`` in the run folder (:func:`write_in`)."""
+        return write_in(self.path, path, data)
+
+    def folder(self, name: str) -> Path:
+        """The run's folder ``name``, checked, made if missing (:func:`make_folder`)."""
+        return make_folder(self.path, name)
+
+    def export_path(self, name: str) -> Path:
+        """``NAME.onnx`` in the run folder, for a policy and its card ``NAME.json``, both
+        checked (:func:`check_path`)."""
+        self.checked(self.path / f"{name}.json")
+        return self.checked(self.path / f"{name}.onnx")
 
     # --- evaluations
 
@@ -441,8 +642,16 @@ class RunFolder:
         return self.path / "eval.jsonl"
 
     def append_eval(self, row: dict[str, Any]) -> None:
-        with open(self.eval_file, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
+        """Add ``row`` to ``eval.jsonl`` (opened with ``O_NOFOLLOW``, a regular file)."""
+        self.checked(self.eval_file)
+        try:
+            append_text(self.eval_file, json.dumps(row) + "\n")
+        except OSError as error:
+            raise RunFolderError(f"cannot write {self.eval_file} ({reason(error)})") from None
+
+    def read_evaluations(self) -> list[dict[str, Any]]:
+        """The checked rows of ``eval.jsonl`` (:func:`read_evaluations`)."""
+        return read_evaluations(self.path)
 
     # --- checkpoints
 
@@ -459,14 +668,14 @@ class RunFolder:
         the optimiser's state), then ``NAME.json`` (its steps and updates, and ``progress``;
         only ``latest`` keeps the resume point)."""
         weights, file = self.checkpoint_files(name)
-        weights.parent.mkdir(exist_ok=True)
+        self.folder("checkpoints")
         buffer = io.BytesIO()
         th.save(
             {"policy": model.policy.state_dict(), "optimizer": model.policy.optimizer.state_dict()},
             buffer,
         )
         tensors = buffer.getvalue()
-        write_atomically(weights, tensors)
+        self.write(weights, tensors)
         record = Checkpoint(
             format=FORMAT,
             weights_sha256=hashlib.sha256(tensors).hexdigest(),
@@ -474,7 +683,7 @@ class RunFolder:
             n_updates=model._n_updates,
             progress=progress if name == "latest" else dataclasses.replace(progress, resume=None),
         )
-        write_atomically(file, json.dumps(to_json(record), indent=2).encode())
+        self.write(file, json.dumps(to_json(record), indent=2).encode())
 
     def read_checkpoint(self, name: str) -> Checkpoint:
         """The checked ``NAME.json`` of checkpoint ``name``."""
@@ -485,7 +694,7 @@ class RunFolder:
             )
         if not file.is_file():
             raise RunFolderError(f"{file} is missing (it is written with {weights.name})")
-        data = read_json_file(file)
+        data = parse_json(read_in(self.path, file, MAX_JSON_BYTES), file)
         if not isinstance(data, dict):
             raise Reader(file).error("", data, "it must be a JSON object")
         return from_json(Checkpoint, data, file)
@@ -530,23 +739,26 @@ class RunFolder:
         must be the one in ``NAME.json``; it is read with ``torch.load(weights_only=True)``;
         every tensor must have the name, shape and dtype of the rebuilt one and finite
         values."""
-        path = self.checkpoint_files(name)[0]
+        path = self.checked(self.checkpoint_files(name)[0])
+        # the weights and Adam's two moments, and room for torch's own records
         expected = sum(3 * p.numel() * p.element_size() for p in policy.parameters())
-        try:  # the weights and Adam's two moments
-            size = path.stat().st_size
-            if size > 4 * expected + 2**20:
-                raise RunFolderError(
-                    f"{path} is {size:,} bytes, far more than the network of the run's "
-                    f"config.json needs (about {expected:,})"
-                )
-            data = path.read_bytes()
+        limit = min(4 * expected + 2**20, MAX_CHECKPOINT_BYTES)
+        try:
+            size = os.lstat(path).st_size
         except OSError as error:
-            raise RunFolderError(f"{path} cannot be read ({error.strerror})") from None
+            raise RunFolderError(f"{path} cannot be read ({reason(error)})") from None
+        if size > limit:
+            raise RunFolderError(
+                f"{path} is {size:,} bytes, far more than the network of the run's "
+                f"config.json needs (about {expected:,})"
+            )
+        data = read_in(self.path, path, limit)
         if hashlib.sha256(data).hexdigest() != checkpoint.weights_sha256:
             raise RunFolderError(
                 f"{path} is not the file its {name}.json was written with (its SHA-256 "
                 "differs): it was damaged or replaced"
             )
+        check_archive(path, data, limit)
         try:
             with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the error says it
                 warnings.simplefilter("ignore")
@@ -575,8 +787,8 @@ def check_format(run_dir: Path, config: dict[str, Any]) -> None:
     if config.get("format") == FORMAT:
         return
     version = config.get("code_version")
-    if not (isinstance(version, str) and version.startswith("buttonup-env ")):
-        version = "another version of buttonup-env"
+    if not (isinstance(version, str) and re.fullmatch(CODE_VERSION, version)):
+        version = "another version of buttonup-env"  # anything else is not printed
     commit = re.search(r"\(([0-9a-f]{7,40})(\+dirty)?\)$", version)
     how = f" (git checkout {commit[1]})" if commit else ""
     raise RunFolderError(
@@ -585,26 +797,32 @@ def check_format(run_dir: Path, config: dict[str, Any]) -> None:
     )
 
 
-def check_size(config: TrainConfig, file: Path) -> None:
-    """:class:`~training.typed_json.FieldError` when a saved config asks for a network or a
-    rollout larger than :data:`MAX_PARAMETERS` or :data:`MAX_ROLLOUT_BYTES` (a crafted
-    config.json would otherwise exhaust the memory before any check of the tensors). The
-    network is built on torch's ``meta`` device, which allocates nothing, and its parameters
-    counted."""
-    with th.device("meta"):
-        parameters = sum(p.numel() for p in make_policy(config).parameters())
-    if parameters > MAX_PARAMETERS:
-        raise Reader(file).error(
-            "hidden",
-            list(config.hidden),
-            f"its network would have {parameters:,} parameters, more than the "
-            f"{MAX_PARAMETERS:,} a run folder may ask for",
-        )
-    rollout = config.n_envs * config.n_steps * ENCODINGS[config.encoding].size * 4
-    if rollout > MAX_ROLLOUT_BYTES:
-        raise FieldError(
-            f"{file}: n_envs {config.n_envs} x n_steps {config.n_steps} would hold {rollout:,} "
-            f"bytes of observations, more than the {MAX_ROLLOUT_BYTES:,} a run folder may ask for"
+def check_archive(path: Path, data: bytes, limit: int) -> None:
+    """:class:`RunFolderError` unless ``data`` (``NAME.pt``) is a zip archive as ``torch.save``
+    writes one: every entry stored as it is (torch never compresses one), the sizes its
+    directory declares adding up to at most ``limit`` bytes. Only the archive's directory is
+    read, before ``torch.load`` inflates anything: a 3 MB entry of deflated zeros would
+    inflate to gigabytes, and entries that share their bytes can declare any size."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except Exception:  # zipfile raises many types on a crafted archive; none may escape
+        raise RunFolderError(
+            f"{path} cannot be loaded as a checkpoint: it holds no readable tensors (it is not "
+            "a zip archive as torch.save writes one), and nothing else is loaded"
+        ) from None
+    for entry in entries:
+        if entry.compress_type != zipfile.ZIP_STORED or entry.compress_size != entry.file_size:
+            raise RunFolderError(
+                f"{path} cannot be loaded as a checkpoint: its entry {shown(entry.filename)} is "
+                "compressed, which torch.save never does (a small file could inflate to "
+                "gigabytes), and nothing is inflated"
+            )
+    declared = sum(entry.file_size for entry in entries)
+    if declared > limit:
+        raise RunFolderError(
+            f"{path} cannot be loaded as a checkpoint: its entries declare {declared:,} bytes, "
+            f"more than the {limit:,} the network of the run's config.json can need"
         )
 
 

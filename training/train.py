@@ -31,6 +31,7 @@ import os
 import shlex
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,16 +56,18 @@ from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.players.league import rate_against_ladder
 from buttonup_env.players.policy import OnnxPolicy
 from buttonup_env.players.selfplay import SNAPSHOT_GLOB, OpponentMix, OpponentPool
-from buttonup_env.ui.cli import fail, run_cli
-from training.common import plot_learning_curve
+from buttonup_env.ui.cli import OutputError, fail, reason, run_cli
+from training.common import learning_curve
 from training.config import TrainConfig, make_policy, parse_config, resolve
 from training.export import checkpoint_training, export_with_card
 from training.runfolder import (
     Progress,
     RunFolder,
     RunFolderError,
+    read_evaluations,
     snapshot_path,
     take_resume_point,
+    write_in,
 )
 from training.typed_json import FieldError
 
@@ -197,7 +200,7 @@ def train(config: TrainConfig, command: str, on_eval: Callable[[dict], None] | N
     # without a saved env state (dummy, subproc), a resumed run must not replay the layouts
     # of its start: the seed is offset by the steps done
     venv = make_vec_env(config, run.path, config.seed + (checkpoint.steps if checkpoint else 0))
-    model = make_model(config, venv, tensorboard_log=run.path / "tb")
+    model = make_model(config, venv, tensorboard_log=run.folder("tb"))
     try:
         if checkpoint is None:
             write_snapshot(model, run.path)  # pure self-play has an opponent from the start
@@ -300,13 +303,13 @@ def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
     draw_learning_curve(run.path)
     matches = run.config.final_eval_matches
     minutes = round(progress.train_seconds / 60, 1)
-    policies = [(run.path / "final.onnx", model.policy, model.num_timesteps)]
+    policies = [(run.export_path("final"), model.policy, model.num_timesteps)]
     trainings = [{"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}]
     if run.has_checkpoint("best"):
         best_policy, best = run.load_policy("best")
         training = checkpoint_training(run, "best", best)
         training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
-        policies.append((run.path / "best.onnx", best_policy, best.steps))
+        policies.append((run.export_path("best"), best_policy, best.steps))
         trainings.append(training)
     print(
         f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
@@ -343,7 +346,9 @@ def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
 def draw_learning_curve(run_dir: Path) -> None:
     """``learning_curve.png`` from the run's periodic evaluations (drawn when training stops,
     not after every evaluation: matplotlib takes about half a second a picture)."""
-    plot_learning_curve(run_dir / "eval.jsonl", run_dir / "learning_curve.png", run_dir.name)
+    png = learning_curve(read_evaluations(run_dir), run_dir.name)
+    if png is not None:
+        write_in(run_dir, run_dir / "learning_curve.png", png)
 
 
 # --- the budget and the callbacks ----------------------------------------------------------
@@ -539,10 +544,10 @@ class Periodic(BaseCallback):
 
     def evaluate(self) -> None:
         c, p = self.config, self.progress
-        path = self.run.path / "eval_policy.onnx"
-        export_onnx(self.model.policy, path, {"steps": self.steps})
-        player = OnnxPolicy(path)  # evaluate_many plays it as arena.MEASURED, not by its path
-        path.unlink()
+        with tempfile.TemporaryDirectory() as folder:  # this process's own, not the run's
+            path = Path(folder) / "policy.onnx"
+            export_onnx(self.model.policy, path, {"steps": self.steps})
+            player = OnnxPolicy(path)  # evaluate_many plays it as arena.MEASURED, by no path
         row: dict[str, Any] = {"steps": self.steps, "minutes": round(p.train_seconds / 60, 2)}
         results = evaluate_many(player, BOT_NAMES, c.eval_matches, seed=PERIODIC_EVAL_SEED)  # type: ignore[arg-type]
         for name, result in zip(BOT_NAMES, results, strict=True):  # all the matches at once
@@ -593,8 +598,10 @@ def main(argv: list[str] | None = None) -> None:
             fail(str(error))
     try:
         train(config, shlex.join(["python", "training/train.py", *argv]))
-    except (RunFolderError, FieldError) as error:  # a run folder that cannot be resumed
-        fail(str(error))
+    except (RunFolderError, FieldError, OutputError) as error:  # a run folder that cannot be
+        fail(str(error))  # resumed, or a file of it that cannot be written
+    except OSError as error:  # a file that cannot be written: a full disk, say
+        fail(f"cannot write {error.filename or 'a file of the run'} ({reason(error)})")
 
 
 if __name__ == "__main__":

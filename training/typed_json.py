@@ -10,8 +10,13 @@ the hint allows it, tuples (of any length, or of one fixed length), ``dict[K, V]
 dataclasses; a bound written into the hint is checked too (``Annotated[int, Range(0, 255)]``,
 ``Annotated[tuple[int, ...], Length(624)]``, ``Annotated[str, Pattern(...)]``). Anything
 missing, unknown or out of bounds raises :class:`FieldError`, one sentence naming the file
-and the field. What one field cannot say alone, a dataclass checks in ``__post_init__``: its
-``ValueError`` becomes a :class:`FieldError` naming the file and the object.
+and the field (a field marked :class:`Omittable` may be left out: it takes its default).
+What one field cannot say alone, a dataclass checks in ``__post_init__``: its ``ValueError``
+becomes a :class:`FieldError` naming the file and the object.
+
+The same hints check values made in Python (:func:`check_fields`): the bounds written once
+into a dataclass, such as :class:`~training.config.TrainConfig`'s, hold a command line, a
+saved ``config.json`` and a config built in code alike.
 """
 
 from __future__ import annotations
@@ -51,6 +56,11 @@ class Length:
 
 
 @dataclass(frozen=True)
+class Omittable:
+    """The field may be left out of the JSON object; it then takes its default."""
+
+
+@dataclass(frozen=True)
 class Pattern:
     """What a string field must look like (a regular expression it matches in full), and what
     that is, in words."""
@@ -68,10 +78,20 @@ def shown(value: object) -> str:
 def read_json_file(path: Path) -> object:
     """The JSON in ``path``; :class:`FieldError` in one sentence when it is not JSON."""
     try:
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as error:
+        data = path.read_bytes()
+    except OSError as error:
+        raise FieldError(f"{path} is damaged ({error})") from None
+    return parse_json(data, path)
+
+
+def parse_json(data: bytes, source: Path | str) -> object:
+    """The JSON in ``data`` (read from ``source``); :class:`FieldError` in one sentence naming
+    ``source`` when it is not JSON."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:
         reason = "nested too deeply" if isinstance(error, RecursionError) else error
-        raise FieldError(f"{path} is damaged ({reason})") from None
+        raise FieldError(f"{source} is damaged ({reason})") from None
 
 
 def from_json(cls: type[T], data: object, source: Path | str, where: str = "") -> T:
@@ -94,6 +114,14 @@ def value_from_json(cls: type, name: str, value: object, source: Path | str) -> 
     return _read(hints[last], value, Reader(source), name)
 
 
+def check_fields(value: Any, source: Path | str | None = None) -> None:
+    """Every field of the dataclass ``value`` checked against its type hint and bounds, as
+    :func:`from_json` checks a file's: :class:`FieldError` naming the field, as ``source``'s
+    (``config.json: n_epochs is ...``), or with ``source`` None as the command-line flag that
+    sets it (``--n-epochs is 0; it must be a whole number from 1 to 100``)."""
+    _read(type(value), to_json(value), Reader(source), "")
+
+
 def to_json(value: Any) -> Any:
     """``value`` (a dataclass, or what one holds) as JSON data: dataclasses and dicts as
     objects, tuples and lists as lists, paths as strings."""
@@ -112,16 +140,23 @@ def to_json(value: Any) -> Any:
 
 
 class Reader:
-    """The errors of one file's reading, each naming the file (``source``) and the field."""
+    """The errors of one file's reading, each naming the file (``source``) and the field; with
+    ``source`` None, the values of a command line, each named by its flag."""
 
-    def __init__(self, source: Path | str) -> None:
+    def __init__(self, source: Path | str | None) -> None:
         self.source = source
 
+    def _named(self, field: str) -> str:
+        if self.source is None:
+            name, bracket, rest = field.partition("[")
+            return "--" + name.replace("_", "-") + bracket + rest
+        return f"{self.source}: {field or 'the file'}"
+
     def error(self, field: str, value: object, allowed: str) -> FieldError:
-        return FieldError(f"{self.source}: {field or 'the file'} is {shown(value)}; {allowed}")
+        return FieldError(f"{self._named(field)} is {shown(value)}; {allowed}")
 
     def say(self, field: str, text: str) -> FieldError:
-        return FieldError(f"{self.source}: {field or 'the file'} {text}")
+        return FieldError(f"{self._named(field)} {text}")
 
 
 @functools.cache
@@ -143,9 +178,12 @@ def _span(bounds: Range | None) -> str:
 
 
 def _number(value: float) -> str:
-    """A bound as a message writes it: powers of two less one as such (2**32 - 1)."""
+    """A bound as a message writes it: powers of two less one as such (2**32 - 1), other
+    large whole numbers with thousands separators."""
     if isinstance(value, int) and value >= 2**32 - 1 and (value + 1) & value == 0:
         return f"2**{value.bit_length()} - 1"
+    if isinstance(value, int) and value >= 10_000:
+        return f"{value:,}"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -155,6 +193,8 @@ def _read(hint: Any, value: object, reader: Reader, field: str) -> Any:
     if typing.get_origin(hint) is Annotated:
         hint, *extras = typing.get_args(hint)
         for extra in extras:
+            if isinstance(extra, Omittable):
+                continue
             if isinstance(extra, Range):
                 bounds = extra
             elif isinstance(extra, Length):
@@ -237,6 +277,12 @@ def _read(hint: Any, value: object, reader: Reader, field: str) -> Any:
     raise TypeError(f"{field}: cannot read the type {hint} from JSON")  # pragma: no cover
 
 
+def _omittable(hint: Any) -> bool:
+    return typing.get_origin(hint) is Annotated and any(
+        isinstance(extra, Omittable) for extra in typing.get_args(hint)[1:]
+    )
+
+
 def _read_dataclass(cls: type[T], value: object, reader: Reader, where: str) -> T:
     if not isinstance(value, dict):
         raise reader.error(where, value, "it must be a JSON object")
@@ -247,9 +293,13 @@ def _read_dataclass(cls: type[T], value: object, reader: Reader, where: str) -> 
     if unknown:
         raise reader.say(f"{prefix}{unknown[0]}", f"is not a field of {cls.__name__}")
     for name in names:
-        if name not in value:
+        if name not in value and not _omittable(hints[name]):
             raise reader.say(f"{prefix}{name}", "is missing")
-    values = {name: _read(hints[name], value[name], reader, f"{prefix}{name}") for name in names}
+    values = {
+        name: _read(hints[name], value[name], reader, f"{prefix}{name}")
+        for name in names
+        if name in value
+    }
     try:
         return cls(**values)
     except ValueError as error:

@@ -32,6 +32,10 @@ from .policy import OnnxPolicy
 SNAPSHOT_GLOB = "step_*.onnx"
 
 
+MAX_POOL = 1_000
+"""The most snapshots a pool holds: each one that plays is a policy in memory."""
+
+
 @dataclass(frozen=True)
 class OpponentMix:
     """How often each kind of opponent plays (weights, normalised when drawn).
@@ -51,7 +55,7 @@ class OpponentMix:
     newest: float = 0.9
     """When a snapshot plays: probability that it is the newest one."""
     max_snapshots: int = 20
-    """How many of the newest snapshots are in the pool."""
+    """How many of the newest snapshots are in the pool (at most :data:`MAX_POOL`)."""
     prioritized: float = 2.0
     """Prioritized fictitious self-play: an older snapshot is drawn with weight (1 - the
     learner's recent score against it) ** prioritized; 0: uniformly."""
@@ -66,8 +70,10 @@ class OpponentMix:
             )
         if not (math.isfinite(self.newest) and 0 <= self.newest <= 1):
             raise ValueError(f"newest must be a probability in [0, 1], got {self.newest}")
-        if self.max_snapshots < 1:
-            raise ValueError(f"max_snapshots must be >= 1, got {self.max_snapshots}")
+        if not 1 <= self.max_snapshots <= MAX_POOL:
+            raise ValueError(
+                f"max_snapshots must be from 1 to {MAX_POOL:,}, got {self.max_snapshots}"
+            )
         if not (math.isfinite(self.prioritized) and self.prioritized >= 0):
             raise ValueError(
                 f"prioritized must be >= 0 and finite (0: uniform), got {self.prioritized}"
