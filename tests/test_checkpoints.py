@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import io
 import json
 import os
 import pickle
 import shutil
+import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +28,8 @@ from typing import Any
 import pytest
 import torch as th
 from commands import run
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = [
@@ -623,3 +627,387 @@ def test_the_saved_progress_reads_back_equal(
     checkpoint = typed_json.from_json(runfolder.Checkpoint, json.loads(path.read_text()), path)
     assert isinstance(checkpoint.progress.resume, runfolder.ResumePoint)
     assert typed_json.to_json(checkpoint) == json.loads(path.read_text())
+
+
+def test_a_damaged_evaluation_is_refused_before_training(
+    copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    """eval.jsonl is read as typed rows when the run is opened, not when the learning curve is
+    drawn after the training (which ended in a TypeError)."""
+    rows = (copy / "eval.jsonl").read_text().splitlines()
+    row = json.loads(rows[0]) | {"steps": "many"}
+    (copy / "eval.jsonl").write_text("\n".join([*rows, json.dumps(row)]) + "\n")
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert f"eval.jsonl line {len(rows) + 1}: steps is 'many'; it must be a whole number" in line
+    assert "resuming" not in line
+
+
+# --- a deflate bomb is refused before anything inflates it -----------------------------------
+
+
+def test_a_compressed_weights_file_is_refused_before_it_is_inflated(
+    copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    """torch.save stores its entries as they are; an entry deflated from 16 MB of zeros (16 kB
+    on disk, the file's hash written into latest.json, under the size cap) is refused by
+    reading the archive's directory, before torch.load would inflate it."""
+    for name in ("latest", "best"):
+        path = copy / "checkpoints" / f"{name}.pt"
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(path) as saved, zipfile.ZipFile(buffer, "w") as bomb:
+            for entry in saved.infolist():
+                bomb.writestr(entry, saved.read(entry))
+            prefix = saved.namelist()[0].split("/")[0]
+            bomb.writestr(f"{prefix}/data/99", bytes(16 << 20), zipfile.ZIP_DEFLATED)
+        assert len(buffer.getvalue()) < path.stat().st_size + (1 << 20)
+        write_weights_bytes(path, buffer.getvalue())
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert "latest.pt cannot be loaded as a checkpoint: its entry" in line
+    assert "is compressed, which torch.save never does" in line
+    line = refused(training_script("export").main, [str(copy)], capsys)
+    assert "best.pt cannot be loaded as a checkpoint: its entry" in line
+
+
+def test_stored_entries_declaring_more_than_the_network_needs_are_refused(
+    tmp_path: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    runfolder = training_script("runfolder")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("a/data/0", bytes(3000))
+        archive.writestr("a/data/1", bytes(3000))
+    data = buffer.getvalue()
+    runfolder.check_archive(tmp_path / "latest.pt", data, 6000)  # the control: within the cap
+    with pytest.raises(runfolder.RunFolderError, match=r"its entries declare 6,000 bytes, more "):
+        runfolder.check_archive(tmp_path / "latest.pt", data, 5999)
+
+
+# --- a hostile run folder: a link planted at every name a run writes -------------------------
+
+WRITTEN = (
+    "config.json",
+    "best.json",
+    "best.onnx",
+    "final.json",
+    "final.onnx",
+    "latest.json",
+    "latest.onnx",
+    "eval.jsonl",
+    "learning_curve.png",
+    "best.onnx.tmp",
+    "checkpoints/latest.pt",
+    "checkpoints/latest.json",
+    "checkpoints/latest.tmp.pt",
+    "checkpoints/best.pt",
+    "checkpoints/best.json",
+    "snapshots/step_000000256.onnx",
+    "snapshots",
+    "tb",
+    "checkpoints",
+)
+"""Every file and folder that train.py --resume and export.py write in a run folder, and the
+fixed temporary names earlier versions wrote through."""
+
+
+def plant(copy: Path, name: str, outside: Path) -> Path:
+    """A symbolic link at ``copy/name`` to a file or folder of the same kind in ``outside``
+    (what was there moved away); the link's target."""
+    place = copy / name
+    folder = place.is_dir()
+    target = outside / name.replace("/", "_")
+    if folder:
+        target.mkdir()
+        (target / "kept").write_text("kept")
+        shutil.rmtree(place)
+    else:
+        target.write_text("kept")
+        if place.exists():
+            place.unlink()
+    place.symlink_to(target, target_is_directory=folder)
+    return target
+
+
+def outside_state(outside: Path) -> dict[str, str]:
+    return {str(p.relative_to(outside)): p.read_text() for p in outside.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("name", WRITTEN)
+def test_a_link_planted_in_a_run_folder_is_refused_and_its_target_kept(
+    name: str,
+    copy: Path,
+    tmp_path: Path,
+    training_script: Callable[[str], ModuleType],
+    capsys: Any,
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    plant(copy, name, outside)
+    before = outside_state(outside)
+    line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
+    assert f"{copy / name} is a symbolic link; a run folder holds none" in line, line
+    elsewhere = tmp_path / "agent.onnx"
+    line = refused(training_script("export").main, [str(copy), "--out", str(elsewhere)], capsys)
+    assert f"{copy / name} is a symbolic link" in line, line
+    assert outside_state(outside) == before
+    assert not elsewhere.exists()
+
+
+def test_a_link_planted_after_the_folder_was_opened_is_not_written_through(
+    copy: Path, tmp_path: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    """The folder is checked at open, and every write checks its own path again: a link
+    planted in between (by another process) is refused, never followed."""
+    runfolder = training_script("runfolder")
+    run = runfolder.RunFolder.open(copy)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("best.json", "eval.jsonl", "checkpoints/latest.json"):
+        plant(copy, name, outside)
+    plant(copy, "tb", outside)
+    before = outside_state(outside)
+    with pytest.raises(runfolder.RunFolderError, match=r"best\.json is a symbolic link"):
+        run.write(copy / "best.json", b"{}")
+    with pytest.raises(runfolder.RunFolderError, match=r"eval\.jsonl is a symbolic link"):
+        run.append_eval({"steps": 1})
+    with pytest.raises(runfolder.RunFolderError, match=r"tb is a symbolic link"):
+        run.folder("tb")
+    with pytest.raises(runfolder.RunFolderError, match=r"latest\.json is a symbolic link"):
+        run.read_checkpoint("latest")
+    (copy / "final.onnx").unlink()
+    (copy / "final.onnx").symlink_to(outside / "best.json")
+    with pytest.raises(runfolder.RunFolderError, match=r"final\.onnx is a symbolic link"):
+        run.export_path("final")
+    assert outside_state(outside) == before
+    # where nothing is planted, the write is a real file, made through a fresh temporary name
+    run.write(copy / "final.json", b"{}")
+    assert not (copy / "final.json").is_symlink() and (copy / "final.json").read_bytes() == b"{}"
+    assert not [p for p in copy.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_run_folder_the_user_names_through_a_link_is_opened(
+    run_dir: Path, tmp_path: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    """The folder itself may be a link when it is the path the user gave (not one found
+    inside another folder)."""
+    runfolder = training_script("runfolder")
+    link = tmp_path / "mine"
+    link.symlink_to(run_dir, target_is_directory=True)
+    assert runfolder.RunFolder.open(link).config.total_steps == 256
+    with pytest.raises(runfolder.RunFolderError, match="mine is a symbolic link"):
+        runfolder.check_tree(link, named=False)
+
+
+def test_the_card_command_is_rebuilt_not_copied(
+    copy: Path, tmp_path: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    """config.json's free-text command never reaches a card: a ``$(...)`` there would run
+    the day the card's command is pasted into a shell."""
+    edit_json(copy / "config.json", lambda c: c.update(command="python x.py $(touch /tmp/p)\n"))
+    card = training_script("runfolder").RunFolder.open(copy).card_config()
+    assert "$(" not in card["command"] and "\n" not in card["command"]
+    assert card["command"].startswith("python training/train.py --preset smoke ")
+
+
+# --- settings have bounds --------------------------------------------------------------------
+
+FLAG_BOUNDS = {
+    "--n-epochs": ("1000", "--n-epochs is 1000; it must be a whole number from 1 to 100"),
+    "--eval-matches": ("1000000000000", "--eval-matches is 1000000000000; it must be a whole"),
+    "--ladder-matches": ("-1", "--ladder-matches is -1; it must be a whole number from 0 to"),
+    "--total-steps": ("10" + "0" * 29, "it must be a whole number from 1 to 10,000,000,000"),
+    "--snapshot-every": ("1", "--snapshot-every is 1; it must be a whole number from 64 to"),
+    "--threads": ("100000", "--threads is 100000; it must be a whole number from 1 to"),
+}
+
+
+@pytest.mark.parametrize("flag", list(FLAG_BOUNDS))
+def test_a_setting_out_of_its_bounds_is_one_sentence_naming_it(
+    flag: str, tmp_path: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    value, says = FLAG_BOUNDS[flag]
+    argv = [*TINY, flag, value, "--runs-dir", str(tmp_path / "runs")]
+    line = refused(training_script("train").main, argv, capsys)
+    assert says in line, line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_config_built_in_code_is_held_to_the_same_bounds(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    config = training_script("config")
+    with pytest.raises(ValueError, match=r"^--n-epochs is 0; it must be a whole number from 1 to"):
+        config.resolve(config.TrainConfig(n_epochs=0))
+
+
+# --- output paths ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("runs_dir", "says"),
+    [
+        ("/etc/passwd/x", "/etc/passwd"),
+        ("/proc/self", "cannot make the run folder /proc/self/"),
+        ("{tmp}/missing/runs", "the folder {tmp}/missing does not exist"),
+    ],
+)
+def test_a_runs_dir_that_cannot_hold_a_run_is_one_sentence(
+    runs_dir: str,
+    says: str,
+    tmp_path: Path,
+    training_script: Callable[[str], ModuleType],
+    capsys: Any,
+) -> None:
+    argv = [*TINY, "--runs-dir", runs_dir.format(tmp=tmp_path), "--run-name", "r"]
+    line = refused(training_script("train").main, argv, capsys)
+    assert says.format(tmp=tmp_path) in line, line
+    assert not (tmp_path / "missing").exists()
+
+
+def test_export_keeps_an_unrelated_card_and_makes_no_folder(
+    run_dir: Path, tmp_path: Path, training_script: Callable[[str], ModuleType], capsys: Any
+) -> None:
+    export = training_script("export").main
+    quick = ["--random-matches", "0", "--greedy-matches", "0", "--perfect-matches", "0"]
+    quick.append("--no-best-response")
+    sibling = tmp_path / "package.json"
+    sibling.write_text("kept")
+    out = tmp_path / "package.onnx"
+    line = refused(export, [str(run_dir), "--out", str(out), *quick], capsys)
+    assert line == f"error: the card of --out {sibling} exists; give --force to replace it"
+    assert sibling.read_text() == "kept" and not out.exists()
+    line = refused(export, [str(run_dir), "--out", str(tmp_path / "a" / "b.onnx"), *quick], capsys)
+    assert f"the folder {tmp_path / 'a'} does not exist" in line
+    line = refused(export, [str(run_dir), "--out", "/etc/passwd/x.onnx", *quick], capsys)
+    assert "/etc/passwd is not a folder" in line
+    line = refused(export, [str(run_dir), "--out", str(run_dir / "config.onnx"), *quick], capsys)
+    assert "is also the run's config.json, which the command reads" in line
+    export([str(run_dir), "--out", str(out), *quick, "--force"])
+    assert json.loads(sibling.read_text())["model"] == "package.onnx"
+
+
+def test_evaluate_never_writes_over_its_model_or_one_output_twice(
+    tmp_path: Path, training_script: Callable[[str], ModuleType], capsys: Any, linear_policy: Any
+) -> None:
+    evaluate = training_script("evaluate").main
+    model = linear_policy(tmp_path / "mine.onnx", "afterstates", 0)
+    kept = model.read_bytes()
+    base = ["--model", str(model), "--matches", "2", "--no-progress"]
+    capsys.readouterr()
+    assert evaluate([*base, "--json", str(model)]) == 2
+    assert "--json" in capsys.readouterr().err and model.read_bytes() == kept
+    out = tmp_path / "x.json"
+    assert evaluate([*base, "--json", str(out), "--record", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"error: --json {out} and --record {out} are the same file; give each output its own\n"
+    )
+    assert not out.exists()
+
+
+# --- the hypothesis fuzzing of config.json and the resume point ------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=8,
+)
+
+
+def json_paths(data: object, prefix: tuple = ()) -> list[tuple]:
+    """Every path (keys and list indices) into ``data``."""
+    paths = [prefix] if prefix else []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            paths += json_paths(value, (*prefix, key))
+    elif isinstance(data, list) and len(data) <= 16:
+        for index, value in enumerate(data):
+            paths += json_paths(value, (*prefix, index))
+    return paths
+
+
+@st.composite
+def damaged(draw: st.DrawFn, original: dict) -> dict:
+    """``original`` with one to three values replaced, removed or added anywhere."""
+    data = json.loads(json.dumps(original))
+    paths = json_paths(data)
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(paths))
+        parent = data
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            how = draw(st.sampled_from(["replace", "remove", "add"]))
+            if how == "remove" and isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            elif how == "add" and isinstance(parent, dict):
+                parent[draw(st.text(max_size=8))] = draw(JSON_VALUES)
+            else:
+                parent[path[-1]] = draw(JSON_VALUES)
+        except (KeyError, IndexError, TypeError):
+            pass  # an earlier change removed the place
+    return data
+
+
+def opens_or_says_why(action: Callable[[], object], runfolder: ModuleType, typed: Any) -> None:
+    """``action`` succeeds or raises the run folder's error: one line, no other exception."""
+    try:
+        action()
+    except (runfolder.RunFolderError, typed.FieldError) as error:
+        assert "\n" not in str(error) and str(error), repr(error)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_fuzzed_config_opens_or_is_refused_in_one_sentence(
+    data: st.DataObject, run_dir: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    runfolder, typed = training_script("runfolder"), training_script("typed_json")
+    original = json.loads((run_dir / "config.json").read_text())
+    with tempfile.TemporaryDirectory() as folder:
+        run = Path(folder)
+        (run / "config.json").write_text(json.dumps(data.draw(damaged(original))))
+        opens_or_says_why(lambda: runfolder.RunFolder.open(run), runfolder, typed)
+
+
+@pytest.fixture(scope="module")
+def batch_of_run(run_dir: Path) -> Any:
+    """The batched env that the tiny run's resume point is checked against."""
+    train = importlib.import_module("training.train")
+    runfolder = importlib.import_module("training.runfolder")
+    venv = train.make_vec_env(runfolder.RunFolder.open(run_dir).config, run_dir)
+    yield venv.env
+    venv.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_fuzzed_resume_point_reads_or_is_refused_in_one_sentence(
+    data: st.DataObject,
+    run_dir: Path,
+    batch_of_run: Any,
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    runfolder, typed = training_script("runfolder"), training_script("typed_json")
+    original = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
+    with tempfile.TemporaryDirectory() as folder:
+        run = Path(folder)
+        shutil.copy(run_dir / "config.json", run / "config.json")
+        (run / "checkpoints").mkdir()
+        state = run / "checkpoints" / "latest.json"
+        state.write_text(json.dumps(data.draw(damaged(original))))
+        (run / "checkpoints" / "latest.pt").write_bytes(b"")
+
+        def read() -> None:
+            checkpoint = runfolder.RunFolder.open(run).read_checkpoint("latest")
+            point = checkpoint.progress.resume
+            if point is not None:
+                runfolder.check_resume_point(point, batch_of_run, checkpoint, typed.Reader(state))
+
+        opens_or_says_why(read, runfolder, typed)

@@ -194,6 +194,7 @@ def train(config: TrainConfig, command: str, on_eval: Callable[[dict], None] | N
     else:
         run = RunFolder.open(config.resume)
         checkpoint = run.read_checkpoint("latest")
+        run.read_evaluations()  # checked now: the learning curve reads them after training
     config = run.config
     progress = Progress() if checkpoint is None else checkpoint.progress
     th.set_num_threads(config.threads)
