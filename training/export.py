@@ -194,7 +194,7 @@ def checkpoint_training(run: RunFolder, which: str, checkpoint: Checkpoint) -> d
 
 def check_arguments(args: ExportArgs, out: Path, inputs: list[Named]) -> None:
     """The checks of the options, before anything is exported: the counts in their bounds,
-    ``out`` (an .onnx file) and its card writable (:func:`~buttonup_env.ui.cli.check_outputs`:
+    ``out`` (an .onnx file) and its card writable (``buttonup_env.ui.cli.check_outputs``:
     neither of them one of the ``inputs``, an existing file replaced only with --force)."""
     if out.is_dir() or out.suffix != ".onnx":
         fail(f"--out {out}: give the .onnx file to write (its card goes beside it as .json)")

@@ -923,7 +923,7 @@ def group_name(path: Path) -> str:
 
 def check_output_files(config: ReportConfig, out: Path, sweep: bool, url: str | None) -> None:
     """Make the folder ``out`` (not its own folder) and check the files the report will write
-    there (:func:`~buttonup_env.ui.cli.check_outputs`): none replaces an existing one without
+    there (``buttonup_env.ui.cli.check_outputs``): none replaces an existing one without
     --force, nor the study's SQLite file; one error line otherwise, before any work."""
     pictures = ["history.png", "params.png"] if sweep else ["curves.png", "final.png"]
     pictures += [] if sweep else ["time_to_quality.png"]

@@ -29,7 +29,7 @@ the path the user named). Every file is then read and written through a checked 
 (:func:`check_path`: ``lstat`` of each part below the folder, no link, the folders folders)
 and opened with ``O_NOFOLLOW``; every write goes through a temporary file that
 ``tempfile.mkstemp`` makes beside the target (never a fixed name that could be planted),
-renamed onto it (:mod:`buttonup_env.game.files`).
+renamed onto it (``buttonup_env.game.files``).
 """
 
 from __future__ import annotations
@@ -490,7 +490,7 @@ Regret = Annotated[float, Range(0)]
 class EvalRow:
     """A periodic evaluation, one line of ``eval.jsonl`` (train.py's ``Periodic.evaluate``
     writes it): the step and training minutes, the win rate and the mean regret against each
-    bot of :data:`~buttonup_env.players.bots.BOT_NAMES`, the regret against the perfect bot by
+    bot of ``buttonup_env.players.bots.BOT_NAMES``, the regret against the perfect bot by
     move of the round, and the rating against the ladder (left out without one)."""
 
     steps: Count
