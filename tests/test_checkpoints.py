@@ -845,9 +845,9 @@ def test_a_config_built_in_code_is_held_to_the_same_bounds(
 @pytest.mark.parametrize(
     ("runs_dir", "says"),
     [
-        ("/etc/passwd/x", "/etc/passwd"),
+        ("/etc/passwd/x", "--runs-dir /etc/passwd/x: /etc/passwd is not a folder"),
         ("/proc/self", "cannot make the run folder /proc/self/"),
-        ("{tmp}/missing/runs", "the folder {tmp}/missing does not exist"),
+        ("{tmp}/missing/runs", "{tmp}/missing/runs: {tmp}/missing does not exist"),
     ],
 )
 def test_a_runs_dir_that_cannot_hold_a_run_is_one_sentence(

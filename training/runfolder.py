@@ -560,10 +560,10 @@ class RunFolder:
         if os.path.lexists(path):
             raise RunFolderError(f"run folder {path} exists; pick another --run-name")
         run = cls(path, config, Origin(FORMAT, command, code_version()))
-        if not config.runs_dir.parent.is_dir():  # --runs-dir is made, nothing above it
-            raise RunFolderError(
-                f"--runs-dir {config.runs_dir}: the folder {config.runs_dir.parent} does not exist"
-            )
+        above = config.runs_dir.parent
+        if not above.is_dir():  # --runs-dir is made, nothing above it
+            what = "is not a folder" if os.path.lexists(above) else "does not exist"
+            raise RunFolderError(f"--runs-dir {config.runs_dir}: {above} {what}")
         try:
             config.runs_dir.mkdir(exist_ok=True)
             path.mkdir()
