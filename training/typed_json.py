@@ -75,6 +75,15 @@ def shown(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def key_shown(key: object) -> str:
+    """A JSON object's key as a message names it: as it is when it is short, printable and
+    without spaces, else as :func:`shown` writes it (a key read from a file can hold a newline
+    or an escape code, which would forge a line of the message)."""
+    if isinstance(key, str) and 0 < len(key) <= 60 and key.isprintable() and " " not in key:
+        return key
+    return shown(key)
+
+
 def read_json_file(path: Path) -> object:
     """The JSON in ``path``; :class:`FieldError` in one sentence when it is not JSON."""
     try:
@@ -237,7 +246,7 @@ def _read(hint: Any, value: object, reader: Reader, field: str) -> Any:
         items = {}
         for key, item in value.items():
             key = _read(key_hint, key, reader, f"a key of {field}")
-            items[key] = _read(item_hint, item, reader, f"{field}.{key}")
+            items[key] = _read(item_hint, item, reader, f"{field}.{key_shown(key)}")
         return items
     if hint is bool:
         if not isinstance(value, bool):
@@ -291,7 +300,7 @@ def _read_dataclass(cls: type[T], value: object, reader: Reader, where: str) -> 
     prefix = f"{where}." if where else ""
     unknown = sorted(set(value) - set(names), key=str)
     if unknown:
-        raise reader.say(f"{prefix}{unknown[0]}", f"is not a field of {cls.__name__}")
+        raise reader.say(f"{prefix}{key_shown(unknown[0])}", f"is not a field of {cls.__name__}")
     for name in names:
         if name not in value and not _omittable(hints[name]):
             raise reader.say(f"{prefix}{name}", "is missing")
