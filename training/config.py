@@ -202,8 +202,16 @@ class TrainConfig:
     """Matches against the ladder in each periodic evaluation, shared evenly among its players
     (0: no rating)."""
     threads: Annotated[int, Range(1, MAX_THREADS)] = 1
-    """torch threads (1: fastest on a shared 2-core machine, where a second thread waits on
-    the other processes more than it helps; at most four times the machine's cores)."""
+    """torch threads of each worker (1: fastest on a shared 2-core machine, where a second
+    thread waits on the other processes more than it helps; at most four times the machine's
+    cores)."""
+    workers: int | Literal["auto"] = "auto"
+    """Processes that train the run together, data-parallel on torch.distributed
+    (docs/training.md): each steps its own n_envs games and takes batch_size samples of its own
+    rollout for each minibatch, as one process would, and the gradients are averaged over the
+    workers before every update (so a run's rollout and minibatch are workers times as large).
+    auto: the physical cores this process may run on, at most 8; 1: one process, without
+    torch.distributed. A run resumes with the workers it was started with."""
     progress: bool = True
     """Show a progress bar."""
 
@@ -237,6 +245,36 @@ PRESETS: dict[str, dict[str, float]] = {
         final_eval_matches=10,
     ),
 }
+
+
+MAX_AUTO_WORKERS = 8
+"""The most workers ``--workers auto`` starts: each worker adds its rollout to every update,
+and beyond 8 the run's minibatch (8 x batch_size) is larger than the runs measured."""
+
+
+def physical_cores() -> int:
+    """The physical cores this process may run on: the CPUs of its affinity, two hardware
+    threads of one core counted once (read from Linux's ``/sys``; elsewhere, or where it cannot
+    be read, the logical CPUs)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+    cores = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            core = (topology / "core_id").read_text().strip()
+        except OSError:
+            return len(cpus)
+        cores.add((package, core))
+    return max(1, len(cores))
+
+
+def auto_workers() -> int:
+    """What ``--workers auto`` gives: the physical cores, at most :data:`MAX_AUTO_WORKERS`."""
+    return min(physical_cores(), MAX_AUTO_WORKERS)
 
 
 def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:
@@ -311,6 +349,11 @@ def resolve(config: TrainConfig) -> TrainConfig:
             f"--batch-size {config.batch_size} is larger than a rollout "
             f"(--n-envs x --n-steps = {config.n_envs * config.n_steps})"
         )
+    if config.workers == "auto":
+        config = dataclasses.replace(config, workers=auto_workers())
+    workers = config.workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"--workers must be auto or a whole number >= 1, got {workers}")
     check_size(config)
     return config
 
@@ -368,7 +411,7 @@ def train_flags(config: TrainConfig) -> list[str]:
         else:
             pairs = [(field.name, value, base)]
         for name, mine, theirs in pairs:
-            if mine != theirs or (field.name == "bfloat16"):  # its default follows the CPU
+            if mine != theirs or field.name in ("bfloat16", "workers"):  # they follow the CPU
                 flags += _flag(name, mine)
     return flags
 

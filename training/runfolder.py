@@ -58,6 +58,7 @@ from buttonup_env.envs.vector import ButtonUpVectorEnv
 from buttonup_env.game.files import append_text, read_regular_file, write_atomically
 from buttonup_env.game.rules import MAX_ROUND_MARGIN, MOVES_PER_ROUND
 from buttonup_env.players.bots import BOT_NAMES
+from buttonup_env.players.selfplay import SNAPSHOT_GLOB
 from buttonup_env.ui.cli import reason
 from training.common import CODE_VERSION, code_version
 from training.config import TrainConfig, make_policy, resolve, train_flags
@@ -74,7 +75,7 @@ from training.typed_json import (
     to_json,
 )
 
-FORMAT = "buttonup-env run folder 2"
+FORMAT = "buttonup-env run folder 3"
 """The ``format`` of the run folders this version writes and reads (in ``config.json`` and
 every checkpoint's ``NAME.json``)."""
 
@@ -221,7 +222,11 @@ class Progress:
     """... at this step: the ``best`` checkpoint."""
     resume: ResumePoint | None = None
     """Where a resumed run goes on (``latest`` only; None with the dummy and subproc envs,
-    whose games are not saved: a resumed run starts new episodes there)."""
+    whose games are not saved: a resumed run starts new episodes there). With several workers,
+    worker 0's point."""
+    resume_others: tuple[ResumePoint, ...] = ()
+    """With several workers, the points of workers 1, 2, ... in that order, taken by each at
+    the same step and written by worker 0 (empty with one worker, and without ``resume``)."""
 
 
 @dataclass(frozen=True)
@@ -261,14 +266,16 @@ def take_resume_point(model: Any) -> ResumePoint | None:
 
 
 def check_resume_point(
-    point: ResumePoint, batch: ButtonUpVectorEnv, checkpoint: Checkpoint, reader: Reader
+    point: ResumePoint,
+    batch: ButtonUpVectorEnv,
+    checkpoint: Checkpoint,
+    reader: Reader,
+    field: str = "progress.resume",
 ) -> None:
-    """:class:`~training.typed_json.FieldError` naming the field when ``point`` (read from a
-    checkpoint's ``progress.resume``) cannot belong to ``checkpoint`` and ``batch``, the run's
-    freshly made batched env: a generator state its generator refuses, another step or update
-    count, another number of envs, a board, colour, score or opponent out of the env's
-    range."""
-    field = "progress.resume"
+    """:class:`~training.typed_json.FieldError` naming the field when ``point`` (read from the
+    checkpoint's ``field``) cannot belong to ``checkpoint`` and ``batch``, the worker's freshly
+    made batched env: a generator state its generator refuses, another step or update count,
+    another number of envs, a board, colour, score or opponent out of the env's range."""
     if point.python_rng.internal[-1] > 624:  # the position in the 624 words
         raise reader.error(
             f"{field}.python_rng.internal[624]",
@@ -601,6 +608,30 @@ class RunFolder:
             raise FieldError(f"{file} breaks the rules of a training config: {error}") from None
         return cls(path, config, origin)
 
+    def worker_files(self, resuming: bool) -> dict[str, bytes]:
+        """What the other workers of a run read of its folder, by path in it: ``config.json``,
+        the snapshots, and when ``resuming`` the checkpoint ``latest``. Worker 0 sends them to
+        the others, which may be on other machines (:meth:`mirror`)."""
+        names = ["config.json"]
+        snapshots = sorted((self.path / "snapshots").glob(SNAPSHOT_GLOB))
+        names += [f"snapshots/{path.name}" for path in snapshots]
+        if resuming:
+            names += ["checkpoints/latest.pt", "checkpoints/latest.json"]
+        return {name: self.checked(self.path / name).read_bytes() for name in names}
+
+    @classmethod
+    def mirror(cls, files: dict[str, bytes], folder: Path) -> RunFolder:
+        """Another worker's copy of the run folder, in the empty ``folder``: the ``files`` of
+        :meth:`worker_files`, read back as a run folder is (:meth:`open`). The worker reads
+        the config and the checkpoint there, and its opponent pool the snapshots, to which it
+        adds a copy of each new one; it writes nothing else."""
+        for name, data in files.items():
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        (folder / "snapshots").mkdir(exist_ok=True)
+        return cls.open(folder)
+
     def card_config(self) -> dict[str, Any]:
         """The run's command, code version and settings, as a model card holds them. The
         command is rebuilt from the checked settings (the train.py flags that give them),
@@ -653,6 +684,21 @@ class RunFolder:
         """The checked rows of ``eval.jsonl`` (:func:`read_evaluations`)."""
         return read_evaluations(self.path)
 
+    def forget_after(self, steps: int) -> None:
+        """Remove the periodic evaluations and the snapshots of the steps after ``steps``, the
+        checkpoint a run resumes from. A run killed after its last checkpoint (``kill -9``, a
+        lost machine) left them; the resumed run trains those steps again and writes them
+        again, as they were (a snapshot left there would join the opponent pool early)."""
+        for path in (self.path / "snapshots").glob(SNAPSHOT_GLOB):
+            if re.fullmatch(r"step_\d{9}\.onnx", path.name) and int(path.name[5:14]) > steps:
+                path.unlink()
+        if not os.path.lexists(self.eval_file):
+            return
+        lines = read_in(self.path, self.eval_file, MAX_EVAL_BYTES).splitlines(keepends=True)
+        kept = [line for line in lines if not _row_after(line, steps)]
+        if len(kept) < len(lines):
+            self.write(self.eval_file, b"".join(kept))
+
     # --- checkpoints
 
     def checkpoint_files(self, name: str) -> tuple[Path, Path]:
@@ -681,7 +727,11 @@ class RunFolder:
             weights_sha256=hashlib.sha256(tensors).hexdigest(),
             steps=model.num_timesteps,
             n_updates=model._n_updates,
-            progress=progress if name == "latest" else dataclasses.replace(progress, resume=None),
+            progress=(
+                progress
+                if name == "latest"
+                else dataclasses.replace(progress, resume=None, resume_others=())
+            ),
         )
         self.write(file, json.dumps(to_json(record), indent=2).encode())
 
@@ -699,26 +749,41 @@ class RunFolder:
             raise Reader(file).error("", data, "it must be a JSON object")
         return from_json(Checkpoint, data, file)
 
-    def load_checkpoint(self, model: Any, checkpoint: Checkpoint, name: str = "latest") -> None:
+    def load_checkpoint(
+        self, model: Any, checkpoint: Checkpoint, name: str = "latest", rank: int = 0
+    ) -> None:
         """Put ``checkpoint`` (``name``'s, read by :meth:`read_checkpoint`) into ``model``, a
-        MaskablePPO just made from the run's config: the checked weights and optimiser state,
-        the steps and updates, and the games and generators of its resume point."""
+        MaskablePPO just made from the run's config for worker ``rank``: the checked weights
+        and optimiser state, the steps and updates, and the games and generators of the
+        worker's resume point."""
         tensors = self.read_tensors(name, checkpoint, model.policy)
         model.policy.load_state_dict(tensors["policy"])
         model.policy.optimizer.load_state_dict(tensors["optimizer"])
         model.num_timesteps = checkpoint.steps
         model._n_updates = checkpoint.n_updates
-        point = checkpoint.progress.resume
-        if point is None:
+        progress, file = checkpoint.progress, self.checkpoint_files(name)[1]
+        if progress.resume is None:
+            if progress.resume_others:
+                raise Reader(file).say(
+                    "progress.resume_others", "holds points without progress.resume"
+                )
             return
-        file = self.checkpoint_files(name)[1]
+        workers = self.config.workers
+        if len(progress.resume_others) != workers - 1:  # type: ignore[operator]
+            raise Reader(file).say(
+                "progress.resume_others",
+                f"has {len(progress.resume_others)} items; the run's {workers} workers need "
+                f"{workers - 1}",  # type: ignore[operator]
+            )
+        point = progress.resume if rank == 0 else progress.resume_others[rank - 1]
+        field = "progress.resume" if rank == 0 else f"progress.resume_others[{rank - 1}]"
         batch = getattr(model.get_env(), "env", None)
         if not isinstance(batch, ButtonUpVectorEnv):
             raise RunFolderError(
                 f"{file}: progress.resume holds the games of a batched env, but the run's "
                 "config.json says another vec_env"
             )
-        check_resume_point(point, batch, checkpoint, Reader(file))
+        check_resume_point(point, batch, checkpoint, Reader(file), field)
         try:
             restore_resume_point(model, point)
         except (ValueError, RuntimeError) as error:  # e.g. a snapshot missing from snapshots/
@@ -779,6 +844,17 @@ class RunFolder:
         check_weights(Reader(path), tensors["policy"], policy)
         check_optimizer(Reader(path), tensors["optimizer"], policy)
         return tensors
+
+
+def _row_after(line: bytes, steps: int) -> bool:
+    """Whether the line of ``eval.jsonl`` is an evaluation of a step after ``steps`` (a line
+    that is not one of train.py's rows is none)."""
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    after = row.get("steps") if isinstance(row, dict) else None
+    return isinstance(after, int) and not isinstance(after, bool) and after > steps
 
 
 def check_format(run_dir: Path, config: dict[str, Any]) -> None:

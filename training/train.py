@@ -17,6 +17,10 @@ their cards.
 Ctrl-C (or kill) lets the update, evaluation or checkpoint under way finish, saves a checkpoint
 and exits with 130; ``--resume`` continues from there. A second Ctrl-C stops at once.
 
+Several processes train one run together (``--workers``: every core of this machine by
+default; ``torchrun -m training.train`` across machines), data-parallel on torch.distributed:
+training/workers.py. Worker 0 alone writes the run folder and prints.
+
 What the agent learns from: the round margin (own strength minus the opponent's, divided by
 the largest margin, 18) at the end of each one-round episode (``--reward sign``: +1, 0 or -1
 for winning, tying or losing the round). The exact solver never enters the loss or the
@@ -25,10 +29,12 @@ reward; it only judges (the regret figures, and which snapshot is kept as ``best
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -61,6 +67,7 @@ from training.common import learning_curve
 from training.config import TrainConfig, make_policy, parse_config, resolve
 from training.export import checkpoint_training, export_with_card
 from training.runfolder import (
+    Checkpoint,
     Progress,
     RunFolder,
     RunFolderError,
@@ -70,6 +77,7 @@ from training.runfolder import (
     write_in,
 )
 from training.typed_json import FieldError
+from training.workers import WorkerGroup, WorkerLost, digest, from_environment, launch, rank_seed
 
 PERIODIC_EVAL_SEED = 1000
 """Layouts of the periodic evaluations (the same at every evaluation, so rows compare)."""
@@ -169,17 +177,29 @@ def make_model(
     )
 
 
-def write_snapshot(model: MaskablePPO, run_dir: Path) -> Path:
-    """Add the learner as it is now to the opponent pool (``snapshots/step_N.onnx``)."""
+def write_snapshot(model: MaskablePPO, run_dir: Path, group: WorkerGroup | None = None) -> Path:
+    """Add the learner as it is now to the opponent pool (``snapshots/step_N.onnx``). With
+    several workers, worker 0 writes it and every other worker a copy of its bytes, into the
+    folder its own pool reads."""
     path = snapshot_path(run_dir, model.num_timesteps)
-    export_onnx(model.policy, path, {"steps": model.num_timesteps})
+    if group is None or group.leader:
+        export_onnx(model.policy, path, {"steps": model.num_timesteps})
+    if group is not None:
+        data = group.share(path.read_bytes() if group.leader else None)
+        if not group.leader:
+            path.write_bytes(data)
     return path
 
 
 # --- the run -------------------------------------------------------------------------------
 
 
-def train(config: TrainConfig, command: str, on_eval: Callable[[dict], None] | None = None) -> Path:
+def train(
+    config: TrainConfig,
+    command: str,
+    on_eval: Callable[[dict], None] | None = None,
+    group: WorkerGroup | None = None,
+) -> Path:
     """Run a training, or resume one (``config.resume``); return the run folder.
 
     A new run's ``config`` is resolved (``training.config.resolve``); ``command`` is the
@@ -188,41 +208,136 @@ def train(config: TrainConfig, command: str, on_eval: Callable[[dict], None] | N
     exception it raises ends the training, after the checkpoint is saved, and leaves
     ``train`` (the pruning of a trial). A run folder that cannot be resumed raises
     ``RunFolderError`` or ``FieldError``, before anything is trained.
+
+    With ``group`` None this process is the run's first worker, and starts the others when the
+    run has several (``config.workers``; training/workers.py). Under torchrun ``group`` is this
+    process's place among the workers: worker 0 reads and writes the run folder and sends the
+    others what they read of it; they ignore ``config``. A worker gone mid-run raises
+    ``WorkerLost`` on the others, once worker 0 has saved a checkpoint.
     """
-    if config.resume is None:
-        run, checkpoint = RunFolder.create(config, command), None
+    scratch = None
+    if group is None or group.leader:
+        try:
+            run, checkpoint = open_run(config, command, None if group is None else group.size)
+        except (RunFolderError, FieldError):
+            if group is not None:
+                group.share(None)  # the other workers stop too
+            raise
+        if group is None and run.config.workers > 1:  # type: ignore[operator]
+            group = launch(run.config.workers)  # type: ignore[arg-type]
+        if group is not None:
+            group.share(run.worker_files(checkpoint is not None))
     else:
-        run = RunFolder.open(config.resume)
-        checkpoint = run.read_checkpoint("latest")
-        run.read_evaluations()  # checked now: the learning curve reads them after training
+        files = group.share()
+        if files is None:  # worker 0 refused the run, and said why
+            group.close()
+            raise SystemExit(2)
+        scratch = Path(tempfile.mkdtemp(prefix=f"buttonup-worker{group.rank}-"))
+        run = RunFolder.mirror(files, scratch)
+        checkpoint = run.read_checkpoint("latest") if "checkpoints/latest.json" in files else None
+    try:
+        return train_worker(run, checkpoint, on_eval, group)
+    finally:
+        if group is not None:
+            group.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def open_run(
+    config: TrainConfig, command: str, workers: int | None
+) -> tuple[RunFolder, Checkpoint | None]:
+    """The run folder of ``config``: a new one (``config`` resolved), or the one
+    ``config.resume`` names with its latest checkpoint, the evaluations and snapshots past it
+    removed (a run killed after that checkpoint left them; it writes them again). ``workers``:
+    the workers torchrun started, which must be the run's; None for the run's own number,
+    which ``config.workers`` may give again but not change."""
+    if config.resume is None:
+        return RunFolder.create(config, command), None
+    run = RunFolder.open(config.resume)
+    asked = config.workers if workers is None else workers
+    if asked not in ("auto", run.config.workers):
+        how = "leave --workers out" if workers is None else f"start {run.config.workers} in all"
+        raise RunFolderError(
+            f"{run.path} was trained by {run.config.workers} worker(s) and resumes with as many, "
+            f"not {asked}: each worker's games and generators are in its checkpoint; {how}"
+        )
+    checkpoint = run.read_checkpoint("latest")
+    run.read_evaluations()  # checked now: the learning curve reads them after training
+    run.forget_after(checkpoint.steps)
+    return run, checkpoint
+
+
+def worker_config(config: TrainConfig, rank: int) -> TrainConfig:
+    """What worker ``rank`` of the run ``config`` trains with: the run's settings (its own
+    ``n_envs`` games, its own minibatches of ``batch_size``, as CleanRL's multi-GPU PPO: a
+    worker's share of a rollout and an update is a whole process's work, so that adding workers
+    adds throughput) and its own seed (``training.workers.rank_seed``)."""
+    return dataclasses.replace(config, seed=rank_seed(config.seed, rank))
+
+
+def train_worker(
+    run: RunFolder,
+    checkpoint: Checkpoint | None,
+    on_eval: Callable[[dict], None] | None,
+    group: WorkerGroup | None,
+) -> Path:
+    """This worker's part of the run in ``run`` (from ``checkpoint`` when it resumes): its
+    envs and model, its training, and for worker 0 the export at the end."""
     config = run.config
+    rank = 0 if group is None else group.rank
+    mine = worker_config(config, rank)
     progress = Progress() if checkpoint is None else checkpoint.progress
     th.set_num_threads(config.threads)
     # without a saved env state (dummy, subproc), a resumed run must not replay the layouts
     # of its start: the seed is offset by the steps done
-    venv = make_vec_env(config, run.path, config.seed + (checkpoint.steps if checkpoint else 0))
-    model = make_model(config, venv, tensorboard_log=run.folder("tb"))
+    venv = make_vec_env(mine, run.path, mine.seed + (checkpoint.steps if checkpoint else 0))
+    model = make_model(mine, venv, tensorboard_log=run.folder("tb") if rank == 0 else None)
     try:
+        if group is not None:
+            group.average_gradients(model.policy.parameters())
         if checkpoint is None:
-            write_snapshot(model, run.path)  # pure self-play has an opponent from the start
-            progress.next_snapshot = config.snapshot_every
+            if group is not None:
+                group.broadcast_parameters(model.policy)  # worker 0's initial weights
+            write_snapshot(model, run.path, group)  # pure self-play has an opponent from the start
+            progress.next_snapshot = config.snapshot_every  # type: ignore[assignment]
             budget = f" or {config.minutes:g} minutes" if config.minutes else ""
-            print(f"training in {run.path} for {config.total_steps:,} steps{budget}")
+            workers = f" with {config.workers} workers" if group is not None else ""
+            say(group, f"training in {run.path} for {config.total_steps:,} steps{budget}{workers}")
         else:  # the weights, the optimiser, and with the batched env its games
-            run.load_checkpoint(model, checkpoint)
-            print(f"resuming {run.path} at step {model.num_timesteps:,} of {config.total_steps:,}")
-        finished = learn(model, run, progress, on_eval)
-        if finished:
+            run.load_checkpoint(model, checkpoint, rank=rank)
+            say(
+                group,
+                f"resuming {run.path} at step {model.num_timesteps:,} of {config.total_steps:,}",
+            )
+        finished = learn(model, run, progress, on_eval, group)
+        if finished and rank == 0:
             finish(model, run, progress)
     except KeyboardInterrupt:  # a second Ctrl-C, or one during the export: --resume redoes it
         finished = False
+    except WorkerLost as error:
+        if rank == 0:
+            draw_learning_curve(run.path)
+            raise WorkerLost(
+                f"{error}: the run stopped at step {model.num_timesteps:,}, checkpoint saved; "
+                f"continue it with: python training/train.py --resume {run.path}"
+            ) from None
+        raise
     finally:  # learn() made a logger: its TensorBoard writer holds a thread and a file open
         venv.close()  # (tune.py runs many trainings in one process)
         if hasattr(model, "_logger"):
             model.logger.close()
     if not finished:
-        stopped(model, run.path)
+        if rank == 0:
+            stopped(model, run.path)
+        raise SystemExit(130)
     return run.path
+
+
+def say(group: WorkerGroup | None, message: str) -> None:
+    """Print ``message`` once for the run: worker 0 prints, the other workers do not."""
+    if group is None or group.leader:
+        print(message)
 
 
 def learn(
@@ -230,27 +345,38 @@ def learn(
     run: RunFolder,
     progress: Progress,
     on_eval: Callable[[dict], None] | None,
+    group: WorkerGroup | None = None,
 ) -> bool:
     """Train ``model`` until its budget is spent or a stop is asked (Ctrl-C or kill: the update,
     evaluation or checkpoint under way finishes first), then save a checkpoint; return whether
-    the budget was spent. The learning curve ends with an evaluation where training did."""
+    the budget was spent. The learning curve ends with an evaluation where training did.
+
+    With several workers (``group``) every worker trains; they stop together, as they agree at
+    each rollout's start (:class:`Agree`), and worker 0 writes what is written."""
     config = run.config
-    stop = StopRequest()
-    periodic = Periodic(run, progress, stop, on_eval)
+    stop = StopRequest(quiet=group is not None and not group.leader)
+    agree = None if group is None else Agree(group, config, progress, stop, model.n_envs)
+    periodic = Periodic(run, progress, stop, on_eval, group, agree)
+    callbacks = [Clock(progress), Schedules(config, progress), periodic]
     with stop:
         try:
-            if model.num_timesteps < config.total_steps:
+            if model.num_timesteps < config.total_steps:  # type: ignore[operator]
                 model.learn(
-                    config.total_steps - model.num_timesteps,
-                    callback=CallbackList([Clock(progress), Schedules(config, progress), periodic]),
+                    config.total_steps - model.num_timesteps,  # type: ignore[operator]
+                    callback=CallbackList([agree, *callbacks] if agree else callbacks),
                     reset_num_timesteps=False,
                     tb_log_name="ppo",
                 )
-        except BaseException:  # a second Ctrl-C (maybe mid-update), or on_eval's exception
-            save_on_exit(model, run, progress, stop.requested, broken_off=True)
+        except BaseException:  # a second Ctrl-C (maybe mid-update), on_eval's exception, or
+            save_on_exit(model, run, progress, stop.requested, True, group)  # a worker lost
             raise
-        save_on_exit(model, run, progress, stop.requested, broken_off=False)
-        if stop.requested or not budget_spent(config, model.num_timesteps, progress):
+        requested = stop.requested if agree is None else agree.requested
+        save_on_exit(model, run, progress, requested, False, group)
+        if periodic.failure is not None:  # on_eval's, held until every worker had stopped
+            raise periodic.failure
+        if group is not None and not group.leader:
+            return not requested and budget_spent(config, model.num_timesteps, progress)
+        if requested or not budget_spent(config, model.num_timesteps, progress):
             return False
         print(stop_reason(config, model.num_timesteps, progress))
         if progress.last_eval_steps != model.num_timesteps:
@@ -261,13 +387,18 @@ def learn(
 
 
 def save_on_exit(
-    model: MaskablePPO, run: RunFolder, progress: Progress, stop_requested: bool, broken_off: bool
+    model: MaskablePPO,
+    run: RunFolder,
+    progress: Progress,
+    stop_requested: bool,
+    broken_off: bool,
+    group: WorkerGroup | None = None,
 ) -> None:
     """The checkpoint written when ``model.learn`` ends, with the point a resumed run goes on
     from (``progress.resume``, kept by :class:`Periodic` at each rollout's start):
 
-    - learn broken off by an exception (a second Ctrl-C, maybe mid-update): no resume point,
-      a resumed run starts new episodes;
+    - learn broken off by an exception (a second Ctrl-C, maybe mid-update, or a worker lost):
+      no resume point, a resumed run starts new episodes; worker 0 writes it alone;
     - an update since the last resume point: a new one, at the start of the next rollout;
     - stopped (``stop_requested``) within a rollout whose steps reached no update: the step
       count goes back to the rollout's start (the weights are unchanged since), where a
@@ -284,6 +415,34 @@ def save_on_exit(
         model.num_timesteps = point.steps
     else:
         progress.resume = None
+    if broken_off and group is not None:  # the other workers may be gone: no collective
+        progress.resume_others = ()
+        if group.leader:
+            run.save_checkpoint(model, progress)
+        return
+    save_latest(model, run, progress, group)
+
+
+def save_latest(
+    model: MaskablePPO, run: RunFolder, progress: Progress, group: WorkerGroup | None
+) -> None:
+    """Write the checkpoint ``latest`` with ``progress``. With several workers every worker
+    calls it at the same step: worker 0 gathers their resume points into
+    ``progress.resume_others`` (each worker's ``progress.resume`` is its own) and the digests
+    of their weights, which must be its own, and writes it."""
+    if group is None:
+        run.save_checkpoint(model, progress)
+        return
+    gathered = group.gather((progress.resume, digest(model.policy)))
+    if gathered is None:
+        return
+    points, digests = zip(*gathered, strict=True)
+    if len(set(digests)) > 1:
+        raise RuntimeError(
+            "the workers' weights differ (their SHA-256 digests: "
+            f"{', '.join(d[:12] for d in digests)}); every update should keep them equal"
+        )
+    progress.resume_others = tuple(points[1:]) if points[0] is not None else ()
     run.save_checkpoint(model, progress)
 
 
@@ -390,8 +549,9 @@ class StopRequest:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
         self.requested = False
+        self.quiet = quiet  # a worker other than worker 0: it says nothing
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopRequest:
@@ -407,6 +567,8 @@ class StopRequest:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
+        if self.quiet:
+            return
         # a raw write: print() here could re-enter a buffered write that the signal interrupted
         os.write(
             sys.stderr.fileno(),
@@ -451,13 +613,55 @@ class Schedules(BaseCallback):
         return True
 
 
+class Agree(BaseCallback):
+    """With several workers, the first callback of each: the steps of every worker count (SB3
+    counts this worker's), and at each rollout's start the workers agree on worker 0's training
+    time, which the time budget and the schedules follow, and on stopping: when any worker was
+    asked to stop (Ctrl-C, kill, a pruned trial) or the time budget is spent, every worker
+    stops at the rollout's first step, as one process would within it."""
+
+    def __init__(
+        self,
+        group: WorkerGroup,
+        config: TrainConfig,
+        progress: Progress,
+        stop: StopRequest,
+        envs: int,
+    ) -> None:
+        super().__init__()
+        self.group = group
+        self.config = config
+        self.progress = progress
+        self.stop = stop
+        self.others = (group.size - 1) * envs  # the steps of the other workers at each step
+        self.requested = False
+        """Whether a worker was asked to stop (agreed at the last rollout's start)."""
+        self.out_of_time = False
+        """Whether the time budget was spent (agreed at the last rollout's start)."""
+
+    def _on_rollout_start(self) -> None:
+        seconds, self.requested = self.group.agree(self.progress.train_seconds, self.stop.requested)
+        self.progress.train_seconds = seconds
+        minutes = self.config.minutes
+        self.out_of_time = bool(minutes) and seconds >= 60 * minutes  # type: ignore[operator]
+
+    def _on_step(self) -> bool:
+        self.model.num_timesteps += self.others
+        return True
+
+
 def next_multiple(steps: int, every: int) -> int:
     """The first multiple of ``every`` after ``steps``: when something periodic is due next."""
     return (steps // every + 1) * every
 
 
 class Periodic(BaseCallback):
-    """Snapshots, evaluations and checkpoints at fixed step intervals, and the progress bar."""
+    """Snapshots, evaluations and checkpoints at fixed step intervals, and the progress bar.
+
+    With several workers (``group``) every worker takes each snapshot (worker 0 writes it, the
+    others a copy) and each checkpoint (worker 0 gathers their resume points); worker 0 alone
+    evaluates and shows the bar. An exception of ``on_eval`` is then held (``failure``) and
+    asks the run to stop, so that the workers stop together."""
 
     def __init__(
         self,
@@ -465,6 +669,8 @@ class Periodic(BaseCallback):
         progress: Progress,
         stop: StopRequest,
         on_eval: Callable[[dict], None] | None = None,
+        group: WorkerGroup | None = None,
+        agree: Agree | None = None,
     ) -> None:
         super().__init__()
         self.run = run
@@ -472,6 +678,10 @@ class Periodic(BaseCallback):
         self.progress = progress  # saved in every checkpoint
         self.stop = stop
         self.on_eval = on_eval
+        self.group = group
+        self.agree = agree
+        self.leader = group is None or group.leader
+        self.failure: Exception | None = None
         self.bar: tqdm | None = None
 
     @property
@@ -480,7 +690,7 @@ class Periodic(BaseCallback):
         return self.model.num_timesteps
 
     def _on_training_start(self) -> None:
-        if self.config.progress:
+        if self.config.progress and self.leader:
             # in per mille of the run: the bar follows whichever budget binds, steps or minutes
             self.bar = tqdm(
                 total=1000,
@@ -513,12 +723,13 @@ class Periodic(BaseCallback):
         self.logger.record("pool/size", min(snapshots, c.opponents.max_snapshots))
         if steps >= p.next_eval:
             p.next_eval = next_multiple(steps, c.eval_every)  # type: ignore[arg-type]
-            self.evaluate()
+            if self.leader:
+                self.evaluate()
         # the last thing before the rollout's first step: where a resumed run starts again
         p.resume = take_resume_point(self.model)
         if steps >= p.next_checkpoint:
             p.next_checkpoint = next_multiple(steps, c.checkpoint_every)  # type: ignore[arg-type]
-            self.run.save_checkpoint(self.model, p)
+            save_latest(self.model, self.run, p, self.group)
 
     def _on_step(self) -> bool:
         if self.bar is not None:
@@ -526,20 +737,23 @@ class Periodic(BaseCallback):
             if permille > self.bar.n:
                 self._describe()
                 self.bar.update(permille - self.bar.n)
-        if self.stop.requested:
+        if self.agree is not None:  # several workers: they stop as agreed at the rollout's start
+            if self.agree.requested or self.agree.out_of_time:
+                return False
+        elif self.stop.requested:
             return False
         if self.steps >= self.config.total_steps:  # type: ignore[operator]
             # stop exactly at the budget (SB3 would finish the rollout under way), except on a
             # rollout's last step: then SB3 finishes it, makes its update, and learn() ends
             return self.locals.get("n_steps", -2) + 1 == self.model.n_steps
-        return not budget_spent(self.config, self.steps, self.progress)
+        return self.agree is not None or not budget_spent(self.config, self.steps, self.progress)
 
     def _on_training_end(self) -> None:
         if self.bar is not None:
             self.bar.close()
 
     def snapshot(self) -> Path:
-        path = write_snapshot(self.model, self.run.path)
+        path = write_snapshot(self.model, self.run.path, self.group)
         refresh_pools(self.training_env)  # the new snapshot plays from the next episode on
         return path
 
@@ -575,8 +789,16 @@ class Periodic(BaseCallback):
         )
         message += f"  Elo {row['elo']:.0f}" if "elo" in row else ""
         (self.bar.write if self.bar is not None else print)(message)
-        if self.on_eval is not None:
+        if self.on_eval is None:
+            return
+        if self.group is None:
             self.on_eval(row)
+            return
+        try:
+            self.on_eval(row)
+        except Exception as error:  # the other workers are on their way to the next rollout
+            self.failure = error
+            self.stop.requested = True
 
 
 def refresh_pools(venv: VecEnv) -> None:
@@ -592,17 +814,43 @@ def refresh_pools(venv: VecEnv) -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     config = parse_config(argv, description=__doc__)
-    if config.resume is None:
+    try:  # a worker that torchrun started, or one that worker 0 started (--workers N)
+        group = from_environment()
+    except WorkerLost as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    if group is None or group.leader:
         try:
-            config = resolve(config)
+            config = checked(config, group)
         except ValueError as error:
+            if group is not None:
+                group.share(None)  # the other workers stop too
+                group.close()
             fail(str(error))
     try:
-        train(config, shlex.join(["python", "training/train.py", *argv]))
+        train(config, shlex.join(["python", "training/train.py", *argv]), group=group)
     except (RunFolderError, FieldError, OutputError) as error:  # a run folder that cannot be
         fail(str(error))  # resumed, or a file of it that cannot be written
     except OSError as error:  # a file that cannot be written: a full disk, say
         fail(f"cannot write {error.filename or 'a file of the run'} ({reason(error)})")
+    except WorkerLost as error:  # worker 0 says it, with the checkpoint and how to go on
+        if group is None or group.leader or not group.launched:
+            where = "" if group is None or group.leader else f"worker {group.rank}: "
+            print(f"error: {where}{error}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def checked(config: TrainConfig, group: WorkerGroup | None) -> TrainConfig:
+    """The command line's ``config``, resolved for a new run (``ValueError`` for a bad
+    setting); under torchrun with ``--workers`` the workers torchrun started (``group``)."""
+    if group is not None:
+        if config.workers not in ("auto", group.size):
+            raise ValueError(
+                f"--workers {config.workers}, but torchrun started {group.size} workers; "
+                "leave --workers out under torchrun"
+            )
+        config = dataclasses.replace(config, workers=group.size)
+    return config if config.resume is not None else resolve(config)
 
 
 if __name__ == "__main__":

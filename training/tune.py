@@ -251,11 +251,14 @@ def sample(trial: Trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def base_config(settings: dict[str, Any], seed: int) -> TrainConfig:
     """The config (not yet resolved) every trial of the study starts from: train.py's flags
-    after ``--``, the study's preset and steps, and ``seed``. tyro refuses a bad flag as it
-    does for train.py, with its message and exit status 2."""
+    after ``--``, the study's preset and steps, and ``seed``; one worker per trial unless
+    ``--workers`` is among the flags (docs/training.md: splitting the cores). tyro refuses a
+    bad flag as it does for train.py, with its message and exit status 2."""
     config = parse_config(settings["train_args"], prog="tune.py [TUNE FLAGS] --")
+    given = {token.split("=", 1)[0] for token in settings["train_args"]}
+    workers = config.workers if "--workers" in given else 1  # the cores go to the sweep's workers
     return dataclasses.replace(
-        config, preset=settings["preset"], total_steps=settings["steps"], seed=seed
+        config, preset=settings["preset"], total_steps=settings["steps"], seed=seed, workers=workers
     )
 
 

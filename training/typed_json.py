@@ -6,8 +6,9 @@ checkpoint's ``NAME.json`` as a :class:`~training.runfolder.Checkpoint`) and the
 
 The reader checks every value against its field's type hint as it reads it: whole numbers,
 finite numbers, strings, true or false, paths, one of a ``Literal``'s values, ``None`` where
-the hint allows it, tuples (of any length, or of one fixed length), ``dict[K, V]`` and nested
-dataclasses; a bound written into the hint is checked too (``Annotated[int, Range(0, 255)]``,
+the hint allows it, the first type of a union that reads the value (``int | Literal["auto"]``),
+tuples (of any length, or of one fixed length), ``dict[K, V]`` and nested dataclasses; a bound
+written into the hint is checked too (``Annotated[int, Range(0, 255)]``,
 ``Annotated[tuple[int, ...], Length(624)]``, ``Annotated[str, Pattern(...)]``). Anything
 missing, unknown or out of bounds raises :class:`FieldError`, one sentence naming the file
 and the field (a field marked :class:`Omittable` may be left out: it takes its default).
@@ -196,6 +197,14 @@ def _number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _kind(hint: Any) -> str:
+    """What a value of the type ``hint`` is, in words (for the message of a union's value)."""
+    if typing.get_origin(hint) is Literal:
+        return " or ".join(map(repr, typing.get_args(hint)))
+    words = {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}
+    return words.get(hint, f"a {getattr(hint, '__name__', hint)}")
+
+
 def _read(hint: Any, value: object, reader: Reader, field: str) -> Any:
     """``value`` read as the type ``hint`` (see :func:`from_json`)."""
     bounds = length = pattern = None
@@ -215,9 +224,14 @@ def _read(hint: Any, value: object, reader: Reader, field: str) -> Any:
         if value is None and type(None) in args:
             return None
         options = [a for a in args if a is not type(None)]
-        if len(options) != 1:  # pragma: no cover - no field has such a type
-            raise TypeError(f"{field}: cannot read the type {hint} from JSON")
-        return _read(options[0], value, reader, field)
+        if len(options) == 1:
+            return _read(options[0], value, reader, field)
+        for option in options:  # the first type that reads the value (``int | Literal["auto"]``)
+            try:
+                return _read(option, value, reader, field)
+            except FieldError:
+                pass
+        raise reader.error(field, value, f"it must be {' or '.join(map(_kind, options))}")
     if hint is Any:
         return value
     if origin is Literal:

@@ -1,0 +1,312 @@
+"""Data-parallel training on torch.distributed: one run trained by several processes, the
+workers, on one machine (``train.py --workers N``) or on several (``torchrun``).
+
+Every worker steps its own batched env and collects its own rollouts, its seeds derived from
+the run's seed and its rank (:func:`rank_seed`), and computes the gradients of its own
+minibatches. Before every optimizer step the gradients are averaged over the workers
+(:meth:`WorkerGroup.average_gradients`), so the weights, worker 0's at the start
+(:meth:`WorkerGroup.broadcast_parameters`), stay the same bit for bit on every worker; the
+gradient norm is clipped on the averages. Every worker runs the same steps, minibatches and
+epochs, and meets the others at the same points: each rollout's start
+(:meth:`WorkerGroup.agree`: worker 0's clock, and whether any worker was asked to stop), each
+snapshot (:meth:`WorkerGroup.share`) and each checkpoint (:meth:`WorkerGroup.gather`: every
+worker's resume point, which worker 0 writes). training/train.py says what happens there.
+
+``train.py --workers N`` makes this process worker 0 and starts workers 1 to N-1 as its
+children (:func:`launch`); ``torchrun`` starts every worker itself, and each finds its rank in
+the environment (:func:`from_environment`). The process group is gloo for CPU tensors (the
+network trains on the CPU), with NCCL beside it for CUDA tensors where there is CUDA.
+
+A worker that dies makes the next collective of the others fail: at once when its connections
+close (gloo sees them close), after :data:`COLLECTIVE_TIMEOUT` when it hangs. The collectives
+here raise :class:`WorkerLost` then, and worker 0 says which worker it was when it started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch as th
+import torch.distributed as dist
+from torch import nn
+
+COLLECTIVE_TIMEOUT = timedelta(minutes=10)
+"""How long a worker waits for the others at a collective before it gives up on them: longer
+than worker 0's longest work alone (a periodic evaluation, a checkpoint) while the others
+wait."""
+
+STARTUP_TIMEOUT = timedelta(minutes=2)
+"""How long the workers have to start (import torch, reach the first collective)."""
+
+LAUNCHED = "BUTTONUP_ENV_WORKER"
+"""Set in the environment of a worker that ``train.py --workers N`` started (not torchrun)."""
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The folder that holds the ``training`` package: the children import it from there."""
+
+
+class WorkerLost(RuntimeError):
+    """Another worker of the run is gone (died, killed, or silent for
+    :data:`COLLECTIVE_TIMEOUT`); the message is one sentence."""
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """Worker ``rank``'s seed: the run's ``seed`` for worker 0 (so one worker trains exactly as
+    a run without workers), for the others a number drawn from numpy's ``SeedSequence`` of
+    (``seed``, ``rank``), far from the seeds of other runs and other workers."""
+    if rank == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+
+
+def backend() -> str:
+    """The process group's backend: gloo for CPU tensors, and NCCL for CUDA ones where torch
+    has CUDA."""
+    return "cpu:gloo,cuda:nccl" if th.cuda.is_available() else "gloo"
+
+
+def digest(module: nn.Module) -> str:
+    """A SHA-256 of ``module``'s parameters, byte for byte (workers compare theirs)."""
+    sha = hashlib.sha256()
+    for parameter in module.parameters():
+        sha.update(parameter.detach().cpu().contiguous().numpy().tobytes())
+    return sha.hexdigest()
+
+
+@dataclass
+class WorkerGroup:
+    """This process's place among the run's workers: its ``rank`` of ``size``, and the
+    process group that joins them (made by :func:`launch` or :func:`from_environment`)."""
+
+    rank: int
+    size: int
+    children: list[subprocess.Popen] = field(default_factory=list)
+    """Workers 1 to N-1 when this process started them (:func:`launch`)."""
+    launched: bool = False
+    """Started by ``train.py --workers N`` (not torchrun)."""
+
+    @property
+    def leader(self) -> bool:
+        """Worker 0: the one that reads and writes the run folder."""
+        return self.rank == 0
+
+    # --- the collectives; each raises WorkerLost when another worker is gone
+
+    def _collective(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return _lost_on_failure(self, what)
+
+    def share(self, value: Any = None) -> Any:
+        """Worker 0's ``value`` (any picklable object), on every worker."""
+        box = [value]
+        with self._collective("sharing worker 0's data"):
+            dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, value: Any) -> list[Any] | None:
+        """Every worker's ``value`` in rank order, on worker 0 (None on the others)."""
+        values: list[Any] | None = [None] * self.size if self.leader else None
+        with self._collective("gathering the workers' states"):
+            dist.gather_object(value, values, dst=0)
+        return values
+
+    def agree(self, seconds: float, stop: bool) -> tuple[float, bool]:
+        """Worker 0's ``seconds`` (its training time), and whether any worker's ``stop`` is
+        true, on every worker."""
+        mine = th.tensor([seconds, float(stop)], dtype=th.float64)
+        every = [th.empty_like(mine) for _ in range(self.size)]
+        with self._collective("agreeing on the rollout"):
+            dist.all_gather(every, mine)
+        return float(every[0][0]), any(bool(v[1]) for v in every)
+
+    def broadcast_parameters(self, module: nn.Module) -> None:
+        """Give every worker worker 0's parameters of ``module``."""
+        with self._collective("sharing the weights"), th.no_grad():
+            for parameter in module.parameters():
+                dist.broadcast(parameter.data, src=0)
+
+    def average_gradients(self, parameters: Iterable[nn.Parameter]) -> None:
+        """Average the gradients of ``parameters`` over the workers at the end of every
+        backward pass, before anything reads them (the gradient clipping, the optimizer step).
+
+        A hook on each parameter counts the gradients accumulated; the last one gathers every
+        worker's gradients as one flat tensor (``all_gather``) and replaces each with the
+        sum in rank order divided by the number of workers: the same bits on every worker,
+        and on this machine's gloo a third of the time of an ``all_reduce`` of the same
+        tensor (benchmarks/README.md). Every parameter must get a gradient in every backward
+        pass (the policy's do)."""
+        parameters = [p for p in parameters if p.requires_grad]
+        sizes = [p.numel() for p in parameters]
+        received: list[th.Tensor] = []
+        count = 0
+
+        def hook(_: nn.Parameter) -> None:
+            nonlocal count
+            count += 1
+            if count < len(parameters):
+                return
+            count = 0
+            mine = th.cat([p.grad.reshape(-1) for p in parameters])  # type: ignore[union-attr]
+            if not received:
+                received.extend(th.empty_like(mine) for _ in range(self.size))
+            with self._collective("averaging the gradients"):
+                dist.all_gather(received, mine)
+            total = received[0].clone()
+            for other in received[1:]:
+                total += other
+            total /= self.size
+            for parameter, part in zip(parameters, total.split(sizes), strict=True):
+                parameter.grad.copy_(part.view_as(parameter.grad))  # type: ignore[union-attr]
+
+        for parameter in parameters:
+            parameter.register_post_accumulate_grad_hook(hook)
+
+    # --- the end
+
+    def lost(self, error: BaseException) -> WorkerLost:
+        """A :class:`WorkerLost` for ``error``, a failed collective: which worker is gone and
+        how, when this process started it; otherwise what the collective said."""
+        deadline = time.monotonic() + 2.0  # a dead child's sockets close before it is reaped
+        while time.monotonic() < deadline:
+            dead = [child for child in self.children if child.poll() not in (None, 0)]
+            if dead or not self.children:
+                break
+            time.sleep(0.05)
+        for rank, child in enumerate(self.children, start=1):
+            code = child.poll()
+            if code is not None and code != 0:
+                how = (
+                    f"was killed by {signal.Signals(-code).name}"
+                    if code < 0 and -code in signal.valid_signals()
+                    else f"exited with status {code}"
+                )
+                return WorkerLost(f"worker {rank} (process {child.pid}) {how}")
+        text = " ".join(str(error).split())
+        if "timed out" in text.lower() or "timeout" in text.lower():
+            minutes = COLLECTIVE_TIMEOUT.total_seconds() / 60
+            return WorkerLost(f"a worker did not answer for {minutes:g} minutes ({text[:120]})")
+        return WorkerLost(f"another worker is gone ({text[:160]})")
+
+    def close(self) -> None:
+        """Leave the process group; worker 0 waits for the children it started (a minute at
+        most, then ends them)."""
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+        deadline = time.monotonic() + 60
+        for child in self.children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+@contextlib.contextmanager
+def _lost_on_failure(group: WorkerGroup, what: str) -> Any:
+    """Turn a failed collective into :class:`WorkerLost`."""
+    try:
+        yield
+    except WorkerLost:
+        raise
+    except (RuntimeError, OSError) as error:
+        raise group.lost(error) from None
+
+
+def launch(size: int) -> WorkerGroup:
+    """Make this process worker 0 of ``size`` workers on this machine: start workers 1 to
+    ``size`` - 1 as its children (``python -m training.train``, told their rank by the
+    environment as torchrun tells it; they die with this process), and join them."""
+    store = dist.TCPStore(
+        "127.0.0.1", 0, size, is_master=True, timeout=STARTUP_TIMEOUT, wait_for_workers=False
+    )
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    common = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(store.port),
+        "WORLD_SIZE": str(size),
+        "LOCAL_WORLD_SIZE": str(size),
+        "PYTHONPATH": os.pathsep.join(paths),
+        LAUNCHED: "1",
+    }
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "training.train"],
+            env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdin=subprocess.DEVNULL,
+        )
+        for rank in range(1, size)
+    ]
+    group = WorkerGroup(0, size, children, launched=True)
+    try:
+        dist.init_process_group(
+            backend(), store=store, rank=0, world_size=size, timeout=COLLECTIVE_TIMEOUT
+        )
+    except BaseException as error:
+        for child in children:
+            child.kill()
+        lost = group.lost(error)
+        group.close()
+        raise lost from None
+    return group
+
+
+def from_environment() -> WorkerGroup | None:
+    """This process's place among the workers when torchrun (or :func:`launch`) started it:
+    ``RANK`` and ``WORLD_SIZE`` in the environment, joined in a process group at
+    ``MASTER_ADDR:MASTER_PORT``. None without ``WORLD_SIZE``, or with one worker (then no
+    process group is made: a single worker trains as a run without workers)."""
+    if "WORLD_SIZE" not in os.environ:
+        return None
+    size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
+    if size == 1:
+        return None
+    launched = os.environ.get(LAUNCHED) == "1"
+    if launched:
+        die_with_parent()
+    group = WorkerGroup(rank, size, launched=launched)
+    try:
+        if launched:  # worker 0's store, as it joins it (env:// would look under other keys)
+            store = dist.TCPStore(
+                os.environ["MASTER_ADDR"],
+                int(os.environ["MASTER_PORT"]),
+                size,
+                is_master=False,
+                timeout=STARTUP_TIMEOUT,
+            )
+            dist.init_process_group(
+                backend(), store=store, rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT
+            )
+        else:
+            dist.init_process_group(
+                backend(),
+                init_method="env://",
+                rank=rank,
+                world_size=size,
+                timeout=COLLECTIVE_TIMEOUT,
+            )
+    except (RuntimeError, OSError, ValueError) as error:
+        raise group.lost(error) from None
+    return group
+
+
+def die_with_parent() -> None:
+    """Have Linux end this process (SIGKILL) when the process that started it dies: a worker
+    without worker 0 has nothing left to do (elsewhere its next collective fails instead)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the line above
+            os._exit(1)
