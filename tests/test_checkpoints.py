@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = [
     "--preset", "smoke",
     "--threads", "1",
+    "--workers", "1",
     "--n-envs", "2",
     "--n-steps", "64",
     "--batch-size", "64",

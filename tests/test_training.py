@@ -47,6 +47,7 @@ TINY_STEPS = 256
 TINY = [
     "--preset", "smoke",
     "--threads", "1",
+    "--workers", "1",
     "--n-envs", "2",
     "--n-steps", "64",
     "--batch-size", "64",

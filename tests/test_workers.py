@@ -1,0 +1,239 @@
+"""Data-parallel training (training/workers.py): several worker processes train one run, on one
+machine (``train.py --workers N``) or under torchrun (two nodes over localhost). The runs are
+tiny, but every one starts processes that import torch, so all but the refusals are slow."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from commands import run
+from test_training import ROOT, TINY, TRAIN, eval_rows, interrupt_training, run_outputs
+
+from training import tune
+from training.config import MAX_AUTO_WORKERS, TrainConfig, auto_workers, physical_cores, resolve
+from training.workers import rank_seed
+
+TWO = [*TINY, "--workers", "2", "--hidden", "16", "16"]
+"""The tiny training with two workers, each stepping its two games (a rollout of both is 256
+steps)."""
+
+AT = TINY.index("--workers")
+TORCHRUN = [*TINY[:AT], *TINY[AT + 2 :], "--hidden", "16", "16"]
+"""The same under torchrun, which gives the number of workers."""
+
+
+def start(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(TRAIN), *map(str, args)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
+        start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[str, str]:
+    try:
+        return process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"no {path} after {timeout} s"
+        time.sleep(0.05)
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def trained(runs: Path, name: str, *args: str | Path) -> Path:
+    done = subprocess.run(
+        [sys.executable, str(TRAIN), *map(str, args), "--runs-dir", str(runs), "--run-name", name],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return runs / name
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+def test_auto_is_the_physical_cores_capped_and_dividing_the_work() -> None:
+    assert 1 <= physical_cores() <= (os.cpu_count() or 1)
+    assert auto_workers() == min(physical_cores(), MAX_AUTO_WORKERS)
+    assert resolve(TrainConfig(preset="smoke")).workers == auto_workers()
+    assert resolve(TrainConfig(preset="smoke", workers=3)).workers == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--workers", "0"], "--workers must be auto or a whole number >= 1, got 0"),
+        (["--workers", "-2"], "--workers must be auto or a whole number >= 1, got -2"),
+    ],
+)
+def test_bad_workers_are_refused_in_one_sentence(
+    args: list[str], words: str, tmp_path: Path
+) -> None:
+    done = run(TRAIN, *TINY, *args, "--runs-dir", tmp_path)
+    assert done.returncode == 2
+    assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_worker_seeds_differ_and_worker_0_keeps_the_runs_seed() -> None:
+    assert rank_seed(7, 0) == 7
+    seeds = {rank_seed(seed, rank) for seed in range(3) for rank in range(1, 9)}
+    assert len(seeds) == 24 and not seeds & {0, 1, 2}
+
+
+def test_a_resume_with_another_number_of_workers_is_refused(tmp_path: Path) -> None:
+    done = run(TRAIN, *TINY, "--total-steps", "128", "--runs-dir", tmp_path, "--run-name", "one")
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = run(TRAIN, "--resume", tmp_path / "one", "--workers", "2")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert "was trained by 1 worker(s) and resumes with as many, not 2" in lines[0]
+
+
+def test_tune_trials_take_one_worker_unless_told() -> None:
+    settings = {"train_args": [], "preset": "smoke", "steps": 256}
+    assert tune.base_config(settings, 0).workers == 1
+    settings["train_args"] = ["--workers", "2"]
+    assert tune.base_config(settings, 0).workers == 2
+
+
+# --- whole runs -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_workers_same_seed_same_run(tmp_path: Path) -> None:
+    args = [*TWO, "--total-steps", "512", "--seed", "3"]
+    first = trained(tmp_path, "a", *args)
+    config = json.loads((first / "config.json").read_text())
+    assert config["workers"] == 2
+    rows = eval_rows(first)
+    assert [row["steps"] for row in rows] == [0, 256, 512]  # the steps of both workers
+    expected = run_outputs(first)
+    again = run_outputs(trained(tmp_path, "b", *args))
+    assert again.keys() == expected.keys()
+    for key in expected:
+        assert again[key] == expected[key], f"{key} differs between two runs with one seed"
+    one = run_outputs(trained(tmp_path, "c", *args[:-2], "--seed", "3", "--workers", "1"))
+    assert one["step_000000000.onnx"] == expected["step_000000000.onnx"]  # worker 0's start
+    assert one["final.onnx"] != expected["final.onnx"]  # other games on worker 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ctrl-c", "kill-9"])
+def test_two_workers_resume_bit_for_bit(how: str, tmp_path: Path) -> None:
+    args = [*TWO, "--total-steps", "2048", "--snapshot-every", "256", "--eval-every", "256",
+            "--checkpoint-every", "256"]  # fmt: skip
+    whole = trained(tmp_path, "whole", *args)
+    stopped = tmp_path / "stopped"
+    if how == "ctrl-c":
+        steps = interrupt_training(stopped, "--workers", "2")
+    else:
+        process = start(*args, "--runs-dir", tmp_path, "--run-name", "stopped")
+        latest = stopped / "checkpoints" / "latest.json"
+        wait_for(latest, process)
+        while json.loads(latest.read_text())["steps"] < 768:  # then a rollout from the next
+            assert process.poll() is None
+            time.sleep(0.02)
+        os.killpg(process.pid, signal.SIGKILL)  # worker 0 and its children at once
+        finish(process)
+        steps = json.loads((stopped / "checkpoints" / "latest.json").read_text())["steps"]
+    assert steps % 128 == 0 and 0 < steps < 2048
+    resumed = run(TRAIN, "--resume", stopped)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming {stopped} at step {steps:,} of 2,048" in resumed.stdout
+    expected, got = run_outputs(whole), run_outputs(stopped)
+    assert got.keys() == expected.keys()
+    for key in expected:
+        assert got[key] == expected[key], f"{key} differs after the resume at {steps}"
+
+
+@pytest.mark.slow
+def test_a_killed_worker_ends_the_run_with_a_checkpoint(tmp_path: Path) -> None:
+    args = [*TWO, "--total-steps", "100000", "--checkpoint-every", "256"]
+    process = start(*args, "--runs-dir", tmp_path, "--run-name", "lost")
+    wait_for(tmp_path / "lost" / "checkpoints" / "latest.json", process)
+    (worker,) = children(process.pid)
+    os.kill(worker, signal.SIGKILL)
+    _, err = finish(process, timeout=120)
+    assert process.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert re.fullmatch(
+        rf"error: worker 1 \(process {worker}\) was killed by SIGKILL: the run stopped at step "
+        rf"[\d,]+, checkpoint saved; continue it with: python training/train.py --resume "
+        rf"{re.escape(str(tmp_path / 'lost'))}",
+        lines[0],
+    ), lines[0]
+    latest = json.loads((tmp_path / "lost" / "checkpoints" / "latest.json").read_text())
+    stopped_at = int(re.search(r"step ([\d,]+)", lines[0])[1].replace(",", ""))  # type: ignore[index]
+    assert latest["steps"] == stopped_at > 0 and latest["progress"]["resume"] is None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_nodes_over_localhost_train_as_two_workers(tmp_path: Path) -> None:
+    """Two torchrun launches, one node each, meet at a c10d rendezvous on 127.0.0.1 and train
+    the run that ``--workers 2`` trains, byte for byte."""
+    args = [*TORCHRUN, "--total-steps", "512", "--seed", "5"]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
+               "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", "two-nodes",
+               "-m", "training.train", *args, "--run-name", "run"]  # fmt: skip
+    nodes = [
+        subprocess.Popen(
+            [*command, "--runs-dir", str(tmp_path / f"node{node}")],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)},
+            start_new_session=True,
+        )
+        for node in range(2)
+    ]
+    outputs = [finish(node) for node in nodes]
+    for node, (_, err) in zip(nodes, outputs, strict=True):
+        assert node.returncode == 0, err[-3000:]
+    written = [p for p in (tmp_path / "node0", tmp_path / "node1") if (p / "run").exists()]
+    assert len(written) == 1  # worker 0 alone writes the run folder
+    two = trained(tmp_path, "two", *args, "--workers", "2")
+    expected, got = run_outputs(two), run_outputs(written[0] / "run")
+    for key in expected:
+        assert got[key] == expected[key], f"{key} differs between torchrun and --workers 2"
