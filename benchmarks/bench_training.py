@@ -3,6 +3,7 @@
     python benchmarks/bench_training.py [--steps 131072] [--repeats 5] [--warmup 16384]
                                         [--reference DIR]
     python benchmarks/bench_training.py --profile [--steps 65536]
+    python benchmarks/bench_training.py --workers [--steps 1048576] [--repeats 3]
 
 Three learners run one after the other, ``--repeats`` times, each for ``--steps`` environment
 steps; the figures are medians of steps per second (rollouts and gradient updates together),
@@ -39,6 +40,13 @@ cache, torch's and onnxruntime's first passes) cost a training run once, not eve
 For the ButtonUp setups it also reports where the time goes: the share spent collecting
 rollouts (env steps and the policy's forward passes) against the gradient updates.
 
+``--workers`` instead times whole runs of training/train.py, the default training (its
+periodic evaluations and checkpoints put past the end), with ``--workers 1``, ``2`` and the
+machine's physical cores where it has more (``auto``), one after the other in each repeat: the
+steps of all workers per second of worker 0's training time (the ``train_seconds`` of its last
+checkpoint: the processes' start and the final judging left out), and the ratios to one worker
+within each repeat.
+
 ``--profile`` instead runs the default setup once with timers around the batched env's step
 and the ONNX snapshots' inference, and splits the run's time: the gradient updates, and in the
 rollouts the env's step (the snapshots' inference, the kernels, SB3VecEnv's infos) and the
@@ -68,7 +76,7 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from buttonup_env.envs.vector import ButtonUpVectorEnv
 from training import train
-from training.config import SELF_PLAY, TrainConfig, resolve
+from training.config import SELF_PLAY, TrainConfig, auto_workers, resolve
 from training.train import make_model, write_snapshot
 from training.train import make_vec_env as make_training_envs
 
@@ -302,6 +310,55 @@ def cartpole(steps: int) -> float:
     return model.num_timesteps / (time.perf_counter() - start)
 
 
+def train_py(workers: int, steps: int) -> float:
+    """Steps per second of training of ``python training/train.py --workers WORKERS`` with the
+    default training for ``steps`` steps (in a temporary folder), by its last checkpoint."""
+    never = str(10**10)  # past the end: the largest interval a run takes
+    with tempfile.TemporaryDirectory() as runs:
+        args = ["--workers", str(workers), "--total-steps", str(steps), "--minutes", "0",
+                "--eval-every", never, "--checkpoint-every", never, "--eval-matches", "2",
+                "--ladder-matches", "0", "--final-eval-matches", "2", "--no-progress",
+                "--runs-dir", runs, "--run-name", "bench"]  # fmt: skip
+        root = Path(__file__).resolve().parent.parent
+        paths = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
+        done = subprocess.run(
+            [sys.executable, str(root / "training" / "train.py"), *args],
+            env=dict(os.environ, PYTHONPATH=os.pathsep.join(paths)),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+            raise SystemExit(
+                f"train.py --workers {workers} failed (exit {done.returncode}):\n{tail}"
+            )
+        latest = json.loads((Path(runs) / "bench" / "checkpoints" / "latest.json").read_text())
+        return float(latest["steps"] / latest["progress"]["train_seconds"])
+
+
+def workers_row(steps: int, repeats: int) -> None:
+    """Print the steps per second of train.py with 1, 2 and all physical cores' workers."""
+    counts = sorted({1, 2, auto_workers()})
+    rates: dict[int, list[float]] = {n: [] for n in counts}
+    for _ in range(repeats):
+        for workers in counts:
+            rates[workers].append(train_py(workers, steps))
+    print(
+        f"train.py steps per second (all workers, per second of training), median of {repeats} "
+        f"repeats of {steps:,} steps, the default training"
+    )
+    for workers in counts:
+        print(f"  --workers {workers}: {statistics.median(rates[workers]):>8,.0f}")
+    for workers in counts[1:]:
+        ratios = [m / o for m, o in zip(rates[workers], rates[1], strict=True)]
+        print(
+            f"workers {workers} / workers 1: {statistics.median(ratios):.2f} (per repeat: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + ")"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=131_072, help="steps per learner and repeat")
@@ -313,6 +370,11 @@ def main() -> None:
         help="steps each learner first runs untimed in the process that times it (0: none)",
     )
     parser.add_argument("--profile", action="store_true", help="where a default run's time goes")
+    parser.add_argument(
+        "--workers",
+        action="store_true",
+        help="time train.py with --workers 1, 2 and all physical cores instead",
+    )
     parser.add_argument(
         "--reference",
         type=Path,
@@ -336,6 +398,9 @@ def main() -> None:
             commit = check_reference(args.reference)
         except ValueError as error:
             parser.error(str(error))
+    if args.workers:
+        workers_row(args.steps, args.repeats)
+        return
     default = resolve(TrainConfig())
     before = resolve(dataclasses.replace(default, **BEFORE))
     if args.profile:
