@@ -77,6 +77,43 @@ def refused(main: Callable[[list[str]], Any], argv: list[str], capsys: Any) -> s
     return err.strip()
 
 
+def test_a_save_killed_before_its_rename_leaves_a_pair_that_resumes(
+    copy: Path, tmp_path: Path
+) -> None:
+    """A save writes NAME.next.pt, then NAME.json, then renames the .pt: killed before the
+    rename, latest.json goes with latest.next.pt. Export finds that file by its SHA-256, and
+    --resume finishes the save (the rename) and goes on."""
+    folder = copy / "checkpoints"
+    (folder / "latest.pt").rename(folder / "latest.next.pt")
+    (folder / "latest.pt").write_bytes(b"the tensors of the checkpoint before")
+    committed = hashlib.sha256((folder / "latest.next.pt").read_bytes()).hexdigest()
+    assert json.loads((folder / "latest.json").read_text())["weights_sha256"] == committed
+    out = tmp_path / "latest.onnx"
+    no_matches = ["--random-matches", "0", "--greedy-matches", "0", "--perfect-matches", "0"]
+    export = ROOT / "training" / "export.py"
+    done = run(export, copy, "--which", "latest", "--out", out, *no_matches, "--no-best-response")
+    assert done.returncode == 0, done.stderr
+    assert out.is_file()
+    done = run(ROOT / "training" / "train.py", "--resume", copy)
+    assert done.returncode == 0, done.stderr
+    assert not (folder / "latest.next.pt").exists()
+    assert hashlib.sha256((folder / "latest.pt").read_bytes()).hexdigest() == committed
+
+
+def test_a_save_killed_before_its_json_leaves_the_pair_before_it(copy: Path) -> None:
+    """Killed before latest.json is replaced, the save left only latest.next.pt: the old pair
+    stands, and --resume removes the unfinished file."""
+    folder = copy / "checkpoints"
+    (folder / "latest.next.pt").write_bytes(b"half of the next checkpoint")
+    before = (folder / "latest.pt").read_bytes()
+    done = run(ROOT / "training" / "train.py", "--resume", copy)
+    assert done.returncode == 0, done.stderr
+    assert not (folder / "latest.next.pt").exists()
+    assert json.loads((folder / "latest.json").read_text())["weights_sha256"] == (
+        hashlib.sha256(before).hexdigest()
+    )
+
+
 def edit_json(path: Path, edit: Callable[[dict], None]) -> None:
     data = json.loads(path.read_text())
     edit(data)
@@ -704,6 +741,7 @@ WRITTEN = (
     "checkpoints/latest.pt",
     "checkpoints/latest.json",
     "checkpoints/latest.tmp.pt",
+    "checkpoints/latest.next.pt",
     "checkpoints/best.pt",
     "checkpoints/best.json",
     "snapshots/step_000000256.onnx",

@@ -706,14 +706,28 @@ class RunFolder:
         folder = self.path / "checkpoints"
         return folder / f"{name}.pt", folder / f"{name}.json"
 
+    def pending_weights(self, name: str) -> Path:
+        """``NAME.next.pt``: the tensors of checkpoint ``name`` while it is being saved
+        (:meth:`save_checkpoint`)."""
+        return self.path / "checkpoints" / f"{name}.next.pt"
+
     def has_checkpoint(self, name: str) -> bool:
-        return self.checkpoint_files(name)[0].is_file()
+        return any(
+            path.is_file() for path in (self.checkpoint_files(name)[0], self.pending_weights(name))
+        )
 
     def save_checkpoint(self, model: Any, progress: Progress, name: str = "latest") -> None:
         """Write checkpoint ``name`` of ``model`` (a MaskablePPO): ``NAME.pt`` (the weights and
-        the optimiser's state), then ``NAME.json`` (its steps and updates, and ``progress``;
-        only ``latest`` keeps the resume point)."""
+        the optimiser's state) and ``NAME.json`` (the .pt's SHA-256, its steps and updates, and
+        ``progress``; only ``latest`` keeps the resume point).
+
+        In three steps, so that a process killed at any point (``kill -9``, a lost machine)
+        leaves a pair that belongs together: the tensors go to ``NAME.next.pt``, then
+        ``NAME.json`` is replaced, then ``NAME.next.pt`` is renamed to ``NAME.pt``. Killed
+        before the second step, the old pair stands; before the third, the new ``NAME.json``
+        goes with ``NAME.next.pt``, which :meth:`read_tensors` finds by its SHA-256."""
         weights, file = self.checkpoint_files(name)
+        pending = self.pending_weights(name)
         self.folder("checkpoints")
         buffer = io.BytesIO()
         th.save(
@@ -721,7 +735,7 @@ class RunFolder:
             buffer,
         )
         tensors = buffer.getvalue()
-        self.write(weights, tensors)
+        self.write(pending, tensors)
         record = Checkpoint(
             format=FORMAT,
             weights_sha256=hashlib.sha256(tensors).hexdigest(),
@@ -734,11 +748,32 @@ class RunFolder:
             ),
         )
         self.write(file, json.dumps(to_json(record), indent=2).encode())
+        self.checked(weights)
+        try:
+            os.replace(self.checked(pending), weights)  # a link planted at NAME.pt is replaced
+        except OSError as error:
+            raise RunFolderError(f"cannot write {weights} ({reason(error)})") from None
+
+    def finish_checkpoint(self, name: str, checkpoint: Checkpoint) -> None:
+        """Finish a save of checkpoint ``name`` that a killed process left (its ``NAME.json``
+        read as ``checkpoint``): ``NAME.next.pt`` renamed to ``NAME.pt`` when ``NAME.json``
+        was written with it, removed when not (the save stopped before ``NAME.json``)."""
+        weights, pending = self.checkpoint_files(name)[0], self.pending_weights(name)
+        if not os.path.lexists(pending):
+            return
+        data = read_in(self.path, pending, MAX_CHECKPOINT_BYTES)
+        try:
+            if hashlib.sha256(data).hexdigest() == checkpoint.weights_sha256:
+                os.replace(pending, self.checked(weights))
+            else:
+                pending.unlink()
+        except OSError as error:
+            raise RunFolderError(f"cannot write {weights} ({reason(error)})") from None
 
     def read_checkpoint(self, name: str) -> Checkpoint:
         """The checked ``NAME.json`` of checkpoint ``name``."""
         weights, file = self.checkpoint_files(name)
-        if not weights.is_file():
+        if not self.has_checkpoint(name):
             raise RunFolderError(
                 f"{self.path} has no checkpoint {name!r} yet ({weights} does not exist)"
             )
@@ -798,31 +833,41 @@ class RunFolder:
         policy.set_training_mode(False)
         return policy, checkpoint
 
+    def read_weights(
+        self, name: str, checkpoint: Checkpoint, limit: int, expected: int
+    ) -> tuple[Path, bytes]:
+        """The path and bytes (at most ``limit``; ``expected``: what the network needs) of the
+        .pt that ``checkpoint`` (``NAME.json``) was written with: ``NAME.pt``, or
+        ``NAME.next.pt`` when a save stopped before renaming it (:meth:`save_checkpoint`)."""
+        weights, pending = self.checkpoint_files(name)[0], self.pending_weights(name)
+        for path in (p for p in (weights, pending) if os.path.lexists(p)):
+            try:
+                size = os.lstat(self.checked(path)).st_size
+            except OSError as error:
+                raise RunFolderError(f"{path} cannot be read ({reason(error)})") from None
+            if size > limit:
+                raise RunFolderError(
+                    f"{path} is {size:,} bytes, far more than the network of the run's "
+                    f"config.json needs (about {expected:,})"
+                )
+            data = read_in(self.path, path, limit)
+            if hashlib.sha256(data).hexdigest() == checkpoint.weights_sha256:
+                return path, data
+        raise RunFolderError(
+            f"{weights} is not the file its {name}.json was written with (its SHA-256 "
+            "differs): it was damaged or replaced"
+        )
+
     def read_tensors(self, name: str, checkpoint: Checkpoint, policy: Any) -> dict[str, Any]:
         """The checked tensors of ``NAME.pt`` for ``policy`` (the network rebuilt from the
         run's config): ``{"policy": state_dict, "optimizer": state_dict}``. The file's SHA-256
         must be the one in ``NAME.json``; it is read with ``torch.load(weights_only=True)``;
         every tensor must have the name, shape and dtype of the rebuilt one and finite
         values."""
-        path = self.checked(self.checkpoint_files(name)[0])
         # the weights and Adam's two moments, and room for torch's own records
         expected = sum(3 * p.numel() * p.element_size() for p in policy.parameters())
         limit = min(4 * expected + 2**20, MAX_CHECKPOINT_BYTES)
-        try:
-            size = os.lstat(path).st_size
-        except OSError as error:
-            raise RunFolderError(f"{path} cannot be read ({reason(error)})") from None
-        if size > limit:
-            raise RunFolderError(
-                f"{path} is {size:,} bytes, far more than the network of the run's "
-                f"config.json needs (about {expected:,})"
-            )
-        data = read_in(self.path, path, limit)
-        if hashlib.sha256(data).hexdigest() != checkpoint.weights_sha256:
-            raise RunFolderError(
-                f"{path} is not the file its {name}.json was written with (its SHA-256 "
-                "differs): it was damaged or replaced"
-            )
+        path, data = self.read_weights(name, checkpoint, limit, expected)
         check_archive(path, data, limit)
         try:
             with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the error says it

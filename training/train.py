@@ -263,6 +263,7 @@ def open_run(
             f"not {asked}: each worker's games and generators are in its checkpoint; {how}"
         )
     checkpoint = run.read_checkpoint("latest")
+    run.finish_checkpoint("latest", checkpoint)  # a save that a kill stopped part-way
     run.read_evaluations()  # checked now: the learning curve reads them after training
     run.forget_after(checkpoint.steps)
     return run, checkpoint
