@@ -640,9 +640,11 @@ def test_a_resumed_run_without_the_env_state_starts_new_episodes(tmp_path: Path)
 
 @pytest.mark.slow
 def test_the_smoke_preset_end_to_end(tmp_path: Path) -> None:
-    done = run(
-        TRAIN, "--preset", "smoke", "--runs-dir", tmp_path, "--run-name", "s1", "--no-progress"
-    )
+    """The smoke preset in one process: its 4,096 steps are one whole rollout (256 games x
+    16 steps), then an update. With two workers they end half-way through the first rollout
+    (4,096 steps each), before any update: test_workers.py trains workers on larger budgets."""
+    args = ["--preset", "smoke", "--workers", "1", "--runs-dir", tmp_path, "--run-name", "s1"]
+    done = run(TRAIN, *args, "--no-progress")
     assert done.returncode == 0, done.stderr[-3000:]
     check_finished_run(tmp_path / "s1", total_steps=4096, final_eval_matches=10)
 
