@@ -20,15 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 def run(script: Path, *args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """Run ``python SCRIPT ARGS...`` in this process, as its command line would (its
     ``__main__``, its exit status, what it prints), without a new interpreter's seconds of
-    imports. A traceback the script lets out is printed to its captured standard error with
-    status 1, as Python does. Signals, terminals and child processes are tested with
+    imports. The script's folder leads ``sys.path`` while it runs, as Python puts it there. A
+    traceback the script lets out is printed to its captured standard error with status 1, as
+    Python does. Signals, terminals and child processes are tested with
     :func:`run_process`."""
     argv = [str(script), *map(str, args)]
     out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv, os.getcwd()
+    saved = sys.argv, os.getcwd(), sys.path[:]
     status: int = 0
     try:
         sys.argv = argv
+        sys.path.insert(0, str(Path(script).resolve().parent))
         os.chdir(cwd)
         with (
             contextlib.redirect_stdout(out),
@@ -48,7 +50,7 @@ def run(script: Path, *args: str | Path, cwd: Path = ROOT) -> subprocess.Complet
                 traceback.print_exc()
                 status = 1
     finally:
-        sys.argv = saved[0]
+        sys.argv, sys.path[:] = saved[0], saved[2]
         os.chdir(saved[1])
     return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
 
