@@ -68,6 +68,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import checkouts  # benchmarks/checkouts.py, beside this script
 import torch as th
 from sb3_contrib.common.maskable.buffers import MaskableRolloutBuffer
 from stable_baselines3 import PPO
@@ -251,45 +252,6 @@ print(json.dumps(dict(rate=rate, share=share, threads=config.threads, n_envs=con
 """What the subprocess of ``--reference`` runs: the checkout's own benchmark of its default."""
 
 
-def check_reference(folder: Path) -> str:
-    """The checkout's short commit (or its folder's name); a sentence if it cannot be timed."""
-    if not (folder / "benchmarks" / "bench_training.py").is_file():
-        raise ValueError(
-            f"--reference {folder}: no benchmarks/bench_training.py there; give a checkout of "
-            "this repository (git worktree add --detach DIR 0a25748)"
-        )
-    found = subprocess.run(
-        ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return found.stdout.strip() if found.returncode == 0 else folder.name
-
-
-def reference(folder: Path, steps: int, warmup: int = 0) -> dict[str, float]:
-    """The default setup of the checkout in ``folder``, timed by its own code in a subprocess
-    (after ``warmup`` untimed steps in the same subprocess)."""
-    folder = folder.resolve()
-    paths = [str(folder), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
-    child = subprocess.run(
-        [sys.executable, "-c", REFERENCE_CHILD, str(folder), str(steps), str(warmup)],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if child.returncode != 0:
-        tail = "\n".join(child.stderr.strip().splitlines()[-5:])
-        raise SystemExit(
-            f"--reference {folder}: its benchmark failed (exit {child.returncode}):\n{tail}"
-        )
-    result: dict[str, float] = json.loads(child.stdout.strip().splitlines()[-1])
-    return result
-
-
 def setup(name: str, config: TrainConfig, steps: int) -> tuple[float, float]:
     """:func:`buttonup` for one of main()'s setups: ``default``, ``default, numpy env`` (the
     numpy backend) or ``before`` (the numpy backend and sb3-contrib's rollout buffer)."""
@@ -395,7 +357,7 @@ def main() -> None:
     commit = None
     if args.reference is not None:
         try:
-            commit = check_reference(args.reference)
+            commit = checkouts.describe(args.reference, "bench_training.py")
         except ValueError as error:
             parser.error(str(error))
     if args.workers:
@@ -418,7 +380,7 @@ def main() -> None:
             setup(name, config, args.warmup)
     for _ in range(args.repeats):
         if args.reference is not None:
-            timed_there = reference(args.reference, args.steps, args.warmup)
+            timed_there = checkouts.run(args.reference, REFERENCE_CHILD, args.steps, args.warmup)
             rates["reference"].append(timed_there["rate"])
             shares["reference"].append(timed_there["share"])
             described = (

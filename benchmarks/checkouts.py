@@ -1,6 +1,6 @@
 """Timing two checkouts of this repository side by side: each one's own benchmark code, run in
 a fresh subprocess with the checkout first on ``sys.path`` (``--reference DIR`` of
-``bench_vector.py`` and ``bench_league.py``).
+``bench_vector.py``, ``bench_league.py`` and ``bench_training.py``).
 
 Both checkouts are timed the same way, each in its own process, one after the other and in
 alternating order from one repeat to the next, so that the machine's drift weighs on both.
