@@ -749,8 +749,9 @@ WRITTEN = (
     "tb",
     "checkpoints",
 )
-"""Every file and folder that train.py --resume and export.py write in a run folder, and the
-fixed temporary names earlier versions wrote through."""
+"""Every file and folder that train.py --resume and export.py write in a run folder, and
+fixed temporary names beside them (``best.onnx.tmp``, ``latest.tmp.pt``): a link planted at
+any of them is refused, never written through."""
 
 
 def plant(copy: Path, name: str, outside: Path) -> Path:

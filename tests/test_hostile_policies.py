@@ -518,7 +518,7 @@ def test_evaluate_ends_in_the_policy_s_sentence(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("spec", ["", "  "])
 def test_an_empty_policy_name_is_named_as_such(spec: str) -> None:
-    """It used to name the current folder: ". is a directory"."""
+    """Not as a path: an empty name would resolve to the current folder (". is a directory")."""
     with pytest.raises(ValueError) as error:
         load_policy(spec)
     assert str(error.value).startswith(f"{spec!r} names no policy: give a shipped policy's name")

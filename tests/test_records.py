@@ -524,7 +524,7 @@ def test_a_line_far_beyond_the_cap_is_dropped_without_holding_it(tmp_path: Path)
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_dev_zero_is_refused_by_the_checker_at_once() -> None:
-    """An endless device is not read (it used to be read on forever, in constant memory)."""
+    """An endless device is refused before a byte is read: read on, it would never end."""
     start = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "buttonup_env.replay", "/dev/zero"],
