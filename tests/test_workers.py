@@ -96,6 +96,7 @@ def test_auto_is_the_physical_cores_capped_and_dividing_the_work() -> None:
     [
         (["--workers", "0"], "--workers must be auto or a whole number >= 1, got 0"),
         (["--workers", "-2"], "--workers must be auto or a whole number >= 1, got -2"),
+        (["--workers", "100000"], "--workers 100000 is more than this machine starts"),
     ],
 )
 def test_bad_workers_are_refused_in_one_sentence(
@@ -104,6 +105,19 @@ def test_bad_workers_are_refused_in_one_sentence(
     done = run(TRAIN, *TINY, *args, "--runs-dir", tmp_path)
     assert done.returncode == 2
     assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_run_folder_asking_for_more_workers_than_the_machine_starts_is_refused(
+    tmp_path: Path,
+) -> None:
+    done = run(TRAIN, *TINY, "--total-steps", "128", "--runs-dir", tmp_path, "--run-name", "one")
+    assert done.returncode == 0, done.stderr[-3000:]
+    config = tmp_path / "one" / "config.json"
+    config.write_text(config.read_text().replace('"workers": 1', '"workers": 100000'))
+    done = run(TRAIN, "--resume", tmp_path / "one")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "asks for 100000 workers; this machine starts at most" in lines[0]
 
 
 def test_worker_seeds_differ_and_worker_0_keeps_the_runs_seed() -> None:

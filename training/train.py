@@ -77,7 +77,15 @@ from training.runfolder import (
     write_in,
 )
 from training.typed_json import FieldError
-from training.workers import WorkerGroup, WorkerLost, digest, from_environment, launch, rank_seed
+from training.workers import (
+    MAX_LOCAL_WORKERS,
+    WorkerGroup,
+    WorkerLost,
+    digest,
+    from_environment,
+    launch,
+    rank_seed,
+)
 
 PERIODIC_EVAL_SEED = 1000
 """Layouts of the periodic evaluations (the same at every evaluation, so rows compare)."""
@@ -224,6 +232,11 @@ def train(
                 group.share(None)  # the other workers stop too
             raise
         if group is None and run.config.workers > 1:  # type: ignore[operator]
+            if run.config.workers > MAX_LOCAL_WORKERS:  # type: ignore[operator]
+                raise RunFolderError(
+                    f"{run.path}/config.json asks for {run.config.workers} workers; this "
+                    f"machine starts at most {MAX_LOCAL_WORKERS} (four per logical CPU)"
+                )
             group = launch(run.config.workers)  # type: ignore[arg-type]
         if group is not None:
             group.share(run.worker_files(checkpoint is not None))
@@ -851,6 +864,11 @@ def checked(config: TrainConfig, group: WorkerGroup | None) -> TrainConfig:
                 "leave --workers out under torchrun"
             )
         config = dataclasses.replace(config, workers=group.size)
+    elif isinstance(config.workers, int) and config.workers > MAX_LOCAL_WORKERS:
+        raise ValueError(
+            f"--workers {config.workers} is more than this machine starts: at most "
+            f"{MAX_LOCAL_WORKERS} (four per logical CPU; torchrun starts more across machines)"
+        )
     return config if config.resume is not None else resolve(config)
 
 

@@ -51,6 +51,10 @@ wait."""
 STARTUP_TIMEOUT = timedelta(minutes=2)
 """How long the workers have to start (import torch, reach the first collective)."""
 
+MAX_LOCAL_WORKERS = 4 * (os.cpu_count() or 1)
+"""The most workers ``train.py --workers N`` starts on this machine: four per logical CPU
+(torchrun, which starts the workers itself, is not bounded by it)."""
+
 LAUNCHED = "BUTTONUP_ENV_WORKER"
 """Set in the environment of a worker that ``train.py --workers N`` started (not torchrun)."""
 
