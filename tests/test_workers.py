@@ -1,6 +1,7 @@
 """Data-parallel training (training/workers.py): several worker processes train one run, on one
 machine (``train.py --workers N``) or under torchrun (two nodes over localhost). The runs are
-tiny, but every one starts processes that import torch, so all but the refusals are slow."""
+tiny, but every one starts processes that import torch, so all but the refusals and the
+shared-memory gradient exchange (tried between threads) are slow."""
 
 from __future__ import annotations
 
@@ -11,16 +12,21 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch as th
 from commands import run
 from test_training import ROOT, TINY, TRAIN, eval_rows, interrupt_training, run_outputs
 
-from training import tune
+from training import tune, workers
 from training.config import MAX_AUTO_WORKERS, TrainConfig, auto_workers, physical_cores, resolve
-from training.workers import rank_seed
+from training.workers import SharedGradients, WorkerLost, rank_seed
 
 TWO = [*TINY, "--workers", "2", "--hidden", "16", "16"]
 """The tiny training with two workers, each stepping its two games (a rollout of both is 256
@@ -141,6 +147,149 @@ def test_tune_trials_take_one_worker_unless_told() -> None:
     assert tune.base_config(settings, 0).workers == 1
     settings["train_args"] = ["--workers", "2"]
     assert tune.base_config(settings, 0).workers == 2
+
+
+# --- the shared-memory gradient exchange, between threads standing in for workers -----------
+
+
+@dataclass
+class Board:
+    """What a group of threads shares: a barrier and the values passed at it."""
+
+    size: int
+    barrier: threading.Barrier = field(init=False)
+    values: list[Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.barrier = threading.Barrier(self.size, timeout=30)
+        self.values = [None] * self.size
+
+
+@dataclass
+class ThreadWorker:
+    """Worker ``rank`` of threads in this process: the part of ``WorkerGroup`` that
+    ``SharedGradients`` uses (its collectives, done at a barrier)."""
+
+    rank: int
+    board: Board
+    children: list[subprocess.Popen] = field(default_factory=list)
+    tamper: Any = None
+    """What this worker receives from worker 0's ``share`` instead of its value."""
+
+    @property
+    def size(self) -> int:
+        return self.board.size
+
+    @property
+    def leader(self) -> bool:
+        return self.rank == 0
+
+    def _pass(self, value: Any) -> list[Any]:
+        self.board.values[self.rank] = value
+        self.board.barrier.wait()
+        values = list(self.board.values)
+        self.board.barrier.wait()
+        return values
+
+    def share(self, value: Any = None) -> Any:
+        shared = self._pass(value)[0]
+        return shared if self.tamper is None else self.tamper
+
+    def every(self, value: bool) -> bool:
+        return all(self._pass(value))
+
+    def lost(self, error: BaseException) -> WorkerLost:
+        return WorkerLost(str(error))
+
+
+def on_threads(size: int, work: Any, **tamper: Any) -> list[Any]:
+    """``work(worker)`` on ``size`` threads, one worker each; what each returned, in rank
+    order (an exception of one is raised here)."""
+    board = Board(size)
+    results: list[Any] = [None] * size
+    errors: list[BaseException] = []
+
+    def one(rank: int) -> None:
+        try:
+            results[rank] = work(ThreadWorker(rank, board, tamper=tamper.get(str(rank))))
+        except BaseException as error:
+            errors.append(error)
+            board.barrier.abort()
+
+    threads = [threading.Thread(target=one, args=(rank,)) for rank in range(size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def gradients(rank: int, round_: int, numel: int = 1000) -> th.Tensor:
+    return th.randn(numel, generator=th.Generator().manual_seed(1000 * round_ + rank))
+
+
+def test_shared_gradients_give_every_worker_every_workers_gradients_of_each_exchange() -> None:
+    rounds = 40
+
+    def work(worker: ThreadWorker) -> list[list[th.Tensor]]:
+        exchange = SharedGradients.open(worker, 1000, th.float32)  # type: ignore[arg-type]
+        assert exchange is not None
+        seen = []
+        for round_ in range(rounds):
+            every = exchange.exchange(gradients(worker.rank, round_))
+            seen.append([slot.clone() for slot in every])
+            exchange.done()
+        exchange.close()
+        return seen
+
+    for seen in on_threads(3, work):
+        for round_, every in enumerate(seen):  # nothing of another exchange, and rank order
+            for rank, slot in enumerate(every):
+                assert th.equal(slot, gradients(rank, round_))
+
+
+def test_shared_gradients_are_not_used_unless_every_worker_maps_the_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def work(worker: ThreadWorker) -> SharedGradients | None:
+        return SharedGradients.open(worker, 10, th.float32)  # type: ignore[arg-type]
+
+    made: list[str] = []
+    mkstemp = workers.tempfile.mkstemp
+
+    def recorded(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        fd, path = mkstemp(*args, **kwargs)
+        made.append(path)
+        return fd, path
+
+    monkeypatch.setattr(workers.tempfile, "mkstemp", recorded)
+    assert on_threads(2, work, **{"1": ("/nonexistent/map", b"token")}) == [None, None]
+    assert on_threads(2, work, **{"1": (None, b"token")}) == [None, None]
+    assert len(made) == 2 and not any(Path(path).exists() for path in made)  # deleted
+    monkeypatch.setattr(workers.platform, "machine", lambda: "aarch64")  # weak store order
+    assert on_threads(2, work) == [None, None]
+    assert len(made) == 2  # nothing made
+
+
+def test_a_gone_or_silent_worker_ends_a_shared_gradient_exchange(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    opened = on_threads(2, lambda worker: SharedGradients.open(worker, 10, th.float32))
+    exchange, other = opened
+    assert exchange is not None and other is not None
+    other.counters[1, SharedGradients.PID] = gone.pid  # worker 1 never writes, and is gone
+    start = time.monotonic()
+    with pytest.raises(WorkerLost, match="worker 1's process is gone"):
+        exchange.exchange(th.zeros(10))
+    assert time.monotonic() - start < 5
+    other.counters[1, SharedGradients.PID] = os.getpid()  # alive, and silent
+    monkeypatch.setattr(workers, "COLLECTIVE_TIMEOUT", timedelta(seconds=1))
+    with pytest.raises(WorkerLost, match="timed out"):
+        exchange.exchange(th.zeros(10))
 
 
 # --- whole runs -------------------------------------------------------------------------------
