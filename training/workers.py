@@ -317,6 +317,8 @@ class SharedGradients:
                 fd, path = tempfile.mkstemp(prefix="buttonup-gradients-", dir=folder)
                 with os.fdopen(fd, "r+b") as file:
                     file.truncate(length)  # zeros: the counters start at 0
+                    if hasattr(os, "posix_fallocate"):  # no room: an error now, not SIGBUS later
+                        os.posix_fallocate(file.fileno(), 0, length)
                     file.seek(counters)
                     file.write(token)
         path, token = group.share((path, token))
