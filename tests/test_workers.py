@@ -267,10 +267,16 @@ def test_shared_gradients_are_not_used_unless_every_worker_maps_the_memory(
     monkeypatch.setattr(workers.tempfile, "mkstemp", recorded)
     assert on_threads(2, work, **{"1": ("/nonexistent/map", b"token")}) == [None, None]
     assert on_threads(2, work, **{"1": (None, b"token")}) == [None, None]
-    assert len(made) == 2 and not any(Path(path).exists() for path in made)  # deleted
+
+    def no_room(*args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(workers.os, "posix_fallocate", no_room, raising=False)
+    assert on_threads(2, work) == [None, None]
+    assert len(made) == 3 and not any(Path(path).exists() for path in made)  # deleted
     monkeypatch.setattr(workers.platform, "machine", lambda: "aarch64")  # weak store order
     assert on_threads(2, work) == [None, None]
-    assert len(made) == 2  # nothing made
+    assert len(made) == 3  # nothing made
 
 
 def test_a_gone_or_silent_worker_ends_a_shared_gradient_exchange(
