@@ -26,7 +26,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from training.config import TrainConfig, make_policy, resolve
-from training.workers import COLLECTIVE_TIMEOUT, WorkerGroup
+from training.workers import COLLECTIVE_TIMEOUT, MAX_LOCAL_WORKERS, WorkerGroup
 
 
 def seconds_per_round(group: WorkerGroup, shared_memory: bool, rounds: int) -> float:
@@ -84,8 +84,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1000, help="exchanges per repeat")
     parser.add_argument("--repeats", type=int, default=5, help="repeats (default 5)")
     args = parser.parse_args()
-    if args.workers < 2 or args.rounds < 10 or args.repeats < 1:
-        parser.error("--workers must be 2 or more, --rounds 10 or more, --repeats 1 or more")
+    if not 2 <= args.workers <= MAX_LOCAL_WORKERS:
+        parser.error(f"--workers must be from 2 to {MAX_LOCAL_WORKERS}, got {args.workers}")
+    if args.rounds < 10 or args.repeats < 1:
+        parser.error("--rounds must be >= 10 and --repeats >= 1")
     mp.spawn(
         worker, args=(args.workers, free_port(), args.rounds, args.repeats), nprocs=args.workers
     )

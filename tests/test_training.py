@@ -983,6 +983,8 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
         ),
         ("benchmarks/bench_solver.py", ["--repeats", "0"], "--repeats must be >= 1"),
         ("benchmarks/bench_network.py", ["--batch", "0"], "--batch, --hidden and --repeats"),
+        ("benchmarks/bench_exchange.py", ["--workers", "1"], "--workers must be from 2 to"),
+        ("benchmarks/bench_exchange.py", ["--rounds", "5"], "--rounds must be >= 10"),
     ],
     ids=[
         "bench_env",
@@ -991,6 +993,8 @@ def test_resume_refuses_damaged_saved_games_in_one_line(
         "bench_training reference with profile",
         "bench_solver",
         "bench_network",
+        "bench_exchange workers",
+        "bench_exchange rounds",
     ],
 )
 def test_benchmark_scripts_refuse_bad_arguments(script: str, args: list[str], message: str) -> None:
