@@ -33,6 +33,8 @@ def seconds_per_round(group: WorkerGroup, shared_memory: bool, rounds: int) -> f
     """Seconds per exchange of the default policy's gradients, ``shared_memory`` or gloo."""
     parameters = [p for p in make_policy(resolve(TrainConfig())).parameters() if p.requires_grad]
     group.average_gradients(parameters, shared_memory=shared_memory)
+    if shared_memory and not group.shares_memory:
+        raise SystemExit("the workers cannot share memory here (training/workers.py says when)")
     weights = [th.full_like(p, float(group.rank + 1)) for p in parameters]
 
     def one() -> None:  # a backward pass: the gradients are the weights, then averaged

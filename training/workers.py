@@ -117,6 +117,12 @@ class WorkerGroup:
         """Worker 0: the one that reads and writes the run folder."""
         return self.rank == 0
 
+    @property
+    def shares_memory(self) -> bool:
+        """Whether the gradients go through shared memory (:class:`SharedGradients`), not
+        gloo."""
+        return bool(self._exchanges)
+
     # --- the collectives; each raises WorkerLost when another worker is gone
 
     def _collective(self, what: str) -> contextlib.AbstractContextManager[None]:
