@@ -689,6 +689,12 @@ def test_listening_anywhere_but_loopback_prints_a_warning(monkeypatch: pytest.Mo
     assert code == 0 and err.startswith("warning: listening on 127.0.0.1, which other machines")
 
 
+def test_the_printed_address_takes_connections_before_the_server_runs() -> None:
+    with cli.listen("127.0.0.1", 0) as sock:  # nothing accepts yet: the backlog holds them
+        with socket.create_connection(sock.getsockname(), timeout=5):
+            pass
+
+
 def test_loopback_is_told_apart() -> None:
     with cli.listen("127.0.0.1", 0) as sock:
         assert cli.is_loopback(sock)

@@ -206,7 +206,9 @@ def _records(paths: list[str] | None) -> tuple[list[StoredRecord], list[str]]:
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host``:``port``; :class:`StartError` in one line when it cannot be."""
+    """A socket bound to ``host``:``port`` and listening, so that a browser that connects as
+    soon as the address is printed waits for the server rather than being refused;
+    :class:`StartError` in one line when it cannot be."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:
@@ -216,6 +218,7 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a busy port still fails
         sock.bind(address)
+        sock.listen()  # uvicorn listens again with its own backlog when it starts
     except OSError as error:
         sock.close()
         if error.errno == errno.EADDRINUSE:
