@@ -274,9 +274,19 @@ def test_shared_gradients_are_not_used_unless_every_worker_maps_the_memory(
     monkeypatch.setattr(workers.os, "posix_fallocate", no_room, raising=False)
     assert on_threads(2, work) == [None, None]
     assert len(made) == 3 and not any(Path(path).exists() for path in made)  # deleted
+    monkeypatch.undo()
+    monkeypatch.setattr(workers.tempfile, "mkstemp", recorded)
+
+    def lost(self: ThreadWorker, value: bool) -> bool:
+        raise WorkerLost("worker 1 is gone")
+
+    monkeypatch.setattr(ThreadWorker, "every", lost)
+    with pytest.raises(WorkerLost):
+        on_threads(2, work)
+    assert len(made) == 4 and not Path(made[-1]).exists()  # deleted all the same
     monkeypatch.setattr(workers.platform, "machine", lambda: "aarch64")  # weak store order
     assert on_threads(2, work) == [None, None]
-    assert len(made) == 3  # nothing made
+    assert len(made) == 4  # nothing made
 
 
 def test_a_gone_or_silent_worker_ends_a_shared_gradient_exchange(

@@ -316,30 +316,32 @@ class SharedGradients:
         counters = size * cls.LINE * 8
         length = counters + size * numel * dtype.itemsize
         token = os.urandom(16).hex().encode()  # in worker 0's slot, which its gradients overwrite
-        path = None
+        made = None
         if group.leader:
             folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
             with contextlib.suppress(OSError):
-                fd, path = tempfile.mkstemp(prefix="buttonup-gradients-", dir=folder)
+                fd, made = tempfile.mkstemp(prefix="buttonup-gradients-", dir=folder)
                 with os.fdopen(fd, "r+b") as file:
                     file.truncate(length)  # zeros: the counters start at 0
                     if hasattr(os, "posix_fallocate"):  # no room: an error now, not SIGBUS later
                         os.posix_fallocate(file.fileno(), 0, length)
                     file.seek(counters)
                     file.write(token)
-        path, token = group.share((path, token))
         memory = None
-        if path is not None:
-            with contextlib.suppress(OSError, ValueError), open(path, "r+b") as file:
-                candidate = mmap.mmap(file.fileno(), length)
-                if candidate[counters : counters + len(token)] == token:
-                    memory = candidate
-                else:
-                    candidate.close()
-        mapped = group.every(memory is not None)
-        if group.leader and path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        try:  # the file goes however this ends (a worker lost in the collectives, say)
+            path, token = group.share((made, token))
+            if path is not None:
+                with contextlib.suppress(OSError, ValueError), open(path, "r+b") as file:
+                    candidate = mmap.mmap(file.fileno(), length)
+                    if candidate[counters : counters + len(token)] == token:
+                        memory = candidate
+                    else:
+                        candidate.close()
+            mapped = group.every(memory is not None)
+        finally:
+            if made is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(made)
         if not mapped:
             if memory is not None:
                 memory.close()
