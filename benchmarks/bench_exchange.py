@@ -32,8 +32,7 @@ from training.workers import COLLECTIVE_TIMEOUT, MAX_LOCAL_WORKERS, WorkerGroup
 def seconds_per_round(group: WorkerGroup, shared_memory: bool, rounds: int) -> float:
     """Seconds per exchange of the default policy's gradients, ``shared_memory`` or gloo."""
     parameters = [p for p in make_policy(resolve(TrainConfig())).parameters() if p.requires_grad]
-    group.average_gradients(parameters, shared_memory=shared_memory)
-    if shared_memory and not group.shares_memory:
+    if group.average_gradients(parameters, shared_memory=shared_memory) != shared_memory:
         raise SystemExit("the workers cannot share memory here (training/workers.py says when)")
     weights = [th.full_like(p, float(group.rank + 1)) for p in parameters]
 

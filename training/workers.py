@@ -117,12 +117,6 @@ class WorkerGroup:
         """Worker 0: the one that reads and writes the run folder."""
         return self.rank == 0
 
-    @property
-    def shares_memory(self) -> bool:
-        """Whether the gradients go through shared memory (:class:`SharedGradients`), not
-        gloo."""
-        return bool(self._exchanges)
-
     # --- the collectives; each raises WorkerLost when another worker is gone
 
     def _collective(self, what: str) -> contextlib.AbstractContextManager[None]:
@@ -167,7 +161,7 @@ class WorkerGroup:
 
     def average_gradients(
         self, parameters: Iterable[nn.Parameter], shared_memory: bool = True
-    ) -> None:
+    ) -> bool:
         """Average the gradients of ``parameters`` over the workers at the end of every
         backward pass, before anything reads them (the gradient clipping, the optimizer step).
 
@@ -178,7 +172,8 @@ class WorkerGroup:
         ``shared_memory`` False: never), otherwise through gloo's ``all_gather`` (on this
         machine a third of the time of an ``all_reduce`` of the same tensor). Every
         parameter must get a gradient in every backward pass (the policy's do). Every worker
-        calls this at the same point of the run."""
+        calls this at the same point of the run. Returns whether the gradients go through
+        shared memory."""
         parameters = [p for p in parameters if p.requires_grad]
         sizes = [p.numel() for p in parameters]
         dtypes = {p.dtype for p in parameters}
@@ -217,6 +212,7 @@ class WorkerGroup:
 
         for parameter in parameters:
             parameter.register_post_accumulate_grad_hook(hook)
+        return exchange is not None
 
     # --- the end
 
