@@ -22,6 +22,7 @@ import pytest
 from test_vector import CONFIGS, MODEL, pool_batch
 
 from buttonup_env.engine import kernels
+from buttonup_env.envs import vector
 from buttonup_env.envs.vector import BatchedPolicy, ButtonUpVectorEnv
 from buttonup_env.players.selfplay import OpponentMix, OpponentPool
 
@@ -212,10 +213,10 @@ def test_an_illegal_policy_move_is_refused_the_same(monkeypatch: pytest.MonkeyPa
     """A policy that returns an illegal slot (a broken file, say) stops the step with the
     same one-sentence error."""
 
-    def illegal(self: BatchedPolicy, boards: np.ndarray, mover: Any, observations: Any) -> Any:
-        return self.tables.legal[boards].argmin(axis=1)  # the first illegal slot
+    def illegal(players: list[BatchedPolicy], counts: Any, boards: np.ndarray, obs: Any) -> Any:
+        return players[0].tables.legal[boards].argmin(axis=1)  # the first illegal slot
 
-    monkeypatch.setattr(BatchedPolicy, "choose", illegal)
+    monkeypatch.setattr(vector, "choose_together", illegal)
     messages = []
     for env in both(4, opponent=str(MODEL), agent_color="B", target=5):
         with pytest.raises(ValueError, match=r"made an illegal move: slot \d on '") as error:

@@ -17,6 +17,7 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
+from buttonup_env.envs.vector import BatchedPolicy, ButtonUpVectorEnv, choose_together
 from buttonup_env.envs.wrappers import RingObservation
 from buttonup_env.game.rules import LAYOUTS, State
 from buttonup_env.learn.nets import RingPolicy
@@ -391,3 +392,41 @@ def test_a_training_env_plays_episodes_with_the_pool(
     assert {"step_000000001", "step_000000002", "step_000000003"} <= set(opponents)
     assert set(opponents) & set(BOT_NAMES)
     env.close()
+
+
+def test_a_pools_policies_choose_together_as_each_would_alone(
+    snapshot_files: tuple[Path, Path],
+) -> None:
+    """A batched env's pool plays its policies together (``vector.choose_together``): each
+    runs its own rows and draws its own noise, in turn; the masking and picking are shared.
+    The slots are those of each policy alone, its noise drawn from the same generator."""
+    env = ButtonUpVectorEnv(30, opponent="random")
+    env.reset(seed=2)
+    boards, mover = env._board.copy(), env._to_move.copy()
+    observations = env.encode("afterstates", slice(None), mover)
+    sampling = OnnxPolicy(snapshot_files[0], deterministic=False)
+    greedy = OnnxPolicy(snapshot_files[1])
+    counts = [12, 7, 11]
+
+    def pool(seed: int) -> list[BatchedPolicy]:
+        rng = np.random.default_rng(seed)
+        players = [BatchedPolicy(policy, env.tables) for policy in (sampling, greedy, sampling)]
+        for player in players:
+            player.rng = rng
+        return players
+
+    together = choose_together(pool(5), np.array(counts), boards, observations)
+    rng, expected, start = np.random.default_rng(5), [], 0
+    for player, count in zip(pool(5), counts, strict=True):
+        rows = slice(start, start + count)
+        logits = player.policy.logits(observations[rows]).astype(np.float64)
+        if not player.policy.deterministic:
+            logits += rng.gumbel(size=logits.shape)
+        legal = env.tables.legal_views_int8[boards[rows]].view(bool)
+        action = np.where(legal, logits, -np.inf).argmax(axis=1)
+        expected.append(env.tables.legal_slots[boards[rows], action])
+        start += count
+    np.testing.assert_array_equal(together, np.concatenate(expected))
+    assert env.tables.legal[boards, together].all()
+    other = choose_together(pool(6), np.array(counts), boards, observations)
+    assert (other != together).any()  # the noise decides some moves: its order is checked

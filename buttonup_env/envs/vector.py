@@ -12,6 +12,7 @@ call for all the envs it plays in), seeding, autoreset, the info dict, saving an
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,22 +118,36 @@ class BatchedPolicy:
         (the games' observations in :attr:`encoding`, from the side of ``mover``)."""
         if observations is None:
             raise ValueError(f"a policy chooses from observations in {self.encoding.name!r}")
-        logits = self.policy.logits(observations).astype(np.float64)
-        legal = (
-            self.tables.legal_int8
-            if self.encoding.name == "slots"
-            else self.tables.legal_views_int8
-        )
-        logits = np.where(legal[boards].view(bool), logits, -np.inf)
-        if not self.policy.deterministic:  # sample from the softmax (Gumbel-max)
-            logits = logits + self.rng.gumbel(size=logits.shape)
-        action = logits.argmax(axis=1)
-        if self.encoding.name == "slots":
-            return action
-        return self.tables.legal_slots[boards, action].astype(np.int64)
+        return choose_together([self], np.array([len(boards)]), boards, observations)
 
     def __repr__(self) -> str:
         return repr(self.policy)
+
+
+def choose_together(
+    players: Sequence[BatchedPolicy],
+    counts: np.ndarray,
+    boards: np.ndarray,
+    observations: np.ndarray,
+) -> np.ndarray:
+    """The slots several policies of one encoding choose: ``players[i]`` on the next
+    ``counts[i]`` of ``boards`` and ``observations``. Each policy takes its rows in one
+    inference call and draws its noise (when it samples) from its own generator, in the order
+    of ``players``; masking the illegal moves, picking and naming the slots is done once for
+    all the rows, which is most of the work when a pool of small groups plays."""
+    encoding, tables = players[0].encoding, players[0].tables
+    logits = np.empty((len(boards), encoding.actions))
+    start = 0
+    for player, count in zip(players, counts.tolist(), strict=True):
+        rows = slice(start, start + count)
+        logits[rows] = player.policy.logits(observations[rows])
+        if not player.policy.deterministic:  # sample from the softmax (Gumbel-max)
+            logits[rows] += player.rng.gumbel(size=(count, encoding.actions))
+        start += count
+    slots = encoding.name == "slots"
+    legal = tables.legal_int8 if slots else tables.legal_views_int8
+    action = np.where(legal[boards].view(bool), logits, -np.inf).argmax(axis=1)
+    return action if slots else tables.legal_slots[boards, action].astype(np.int64)
 
 
 def _batch_array(field: str) -> property:
@@ -501,33 +516,40 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
 
     def _policy_moves(self, ply: np.ndarray) -> None:
         """Fill in the policies' moves of the ply ``ply`` (where the engine's slot is
-        ``POLICY_MOVE``): one inference call per policy for all the envs it plays in."""
+        ``POLICY_MOVE``): one inference call per policy for all the envs it plays in, and one
+        encoding of the observations for all the policies that read the same encoding."""
         slot = self._backend.ply.slot
         pending = ply[slot[ply] == POLICY_MOVE]
+        which = self._batch.opponent[pending]
+        order = np.argsort(which, kind="stable")  # by player; within one, in the ply's order
+        pending, which = pending[order], which[order]
+        numbers, counts = np.unique(which, return_counts=True)
+        players = [self._players[k] for k in numbers]
+        boards = self._batch.board[pending]
         mover = self._batch.to_move[pending]
         slots = np.empty(len(pending), dtype=np.int64)
-        which = self._batch.opponent[pending]
-        for k in np.unique(which):
-            sel = which == k
-            slots[sel] = self._choices(self._players[k], pending[sel], mover[sel])
-        boards = self._batch.board[pending]
+        encodings = [player.encoding.name for player in players]
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        for name in dict.fromkeys(encodings):  # one group per encoding, the players in order
+            mine = [i for i, e in enumerate(encodings) if e == name]
+            rows = (
+                slice(None)  # one encoding (a run's pool): every row, in order
+                if len(mine) == len(players)
+                else np.concatenate([np.arange(starts[i], starts[i + 1]) for i in mine])
+            )
+            observations = self.encode(name, pending[rows], mover[rows])
+            group = [players[i] for i in mine]
+            slots[rows] = choose_together(group, counts[mine], boards[rows], observations)
         legal = (slots >= 0) & (slots < NUM_SLOTS)
         legal[legal] = self.tables.legal[boards[legal], slots[legal]]
         if not legal.all():  # a broken policy file, say
             bad = np.flatnonzero(~legal)[0]
-            player = self._players[self._batch.opponent[pending[bad]]]
+            player = self._players[which[bad]]
             board = " ".join(s or "." for s in self.tables.board(boards[bad]))
             raise ValueError(
                 f"the opponent {player!r} made an illegal move: slot {slots[bad]} on {board!r}"
             )
         slot[pending] = slots
-
-    def _choices(
-        self, player: BatchedBot | BatchedPolicy, idx: np.ndarray, mover: np.ndarray
-    ) -> np.ndarray:
-        """``player``'s slots in the envs ``idx``, where ``mover`` is to move."""
-        obs = None if player.encoding is None else self.encode(player.encoding.name, idx, mover)
-        return player.choose(self._batch.board[idx], mover, obs)
 
     def _info(self, out: Outcome, mask: np.ndarray) -> dict[str, Any]:
         info: dict[str, Any] = {

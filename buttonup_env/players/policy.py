@@ -259,7 +259,8 @@ class OnnxPolicy(_PolicyPlayer):
         self._probe()
 
     def _logits(self, observations: np.ndarray) -> np.ndarray:
-        return self.session.run([OUTPUT_NAME], {INPUT_NAME: observations.astype(np.float32)})[0]
+        observations = np.ascontiguousarray(observations, dtype=np.float32)  # no copy if it is
+        return self.session.run([OUTPUT_NAME], {INPUT_NAME: observations})[0]
 
 
 def _read_policy_file(path: Path) -> bytes:
