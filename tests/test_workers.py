@@ -24,8 +24,12 @@ import torch as th
 from commands import run
 from test_training import ROOT, TINY, TRAIN, eval_rows, interrupt_training, run_outputs
 
+from buttonup_env.players.league import DEFAULT_LADDER, rate_against_ladder
+from buttonup_env.players.policy import OnnxPolicy
 from training import tune, workers
 from training.config import MAX_AUTO_WORKERS, TrainConfig, auto_workers, physical_cores, resolve
+from training.runfolder import snapshot_path
+from training.train import PERIODIC_EVAL_SEED
 from training.workers import SharedGradients, WorkerLost, rank_seed
 
 TWO = [*TINY, "--workers", "2", "--hidden", "16", "16"]
@@ -327,6 +331,19 @@ def test_two_workers_same_seed_same_run(tmp_path: Path) -> None:
     one = run_outputs(trained(tmp_path, "c", *args[:-2], "--seed", "3", "--workers", "1"))
     assert one["step_000000000.onnx"] == expected["step_000000000.onnx"]  # worker 0's start
     assert one["final.onnx"] != expected["final.onnx"]  # other games on worker 1
+
+
+@pytest.mark.slow
+def test_worker_1_rates_the_policy_that_worker_0_evaluates(tmp_path: Path) -> None:
+    # two workers evaluate together: worker 1 plays the ladder's matches, worker 0 the bots'
+    run_dir = trained(tmp_path, "a", *TWO, "--total-steps", "512", "--ladder-matches", "60")
+    rows = eval_rows(run_dir)
+    assert [row["steps"] for row in rows] == [0, 256, 512]
+    for row in rows[:2]:  # the last: worker 0's alone, once the other had stopped
+        snapshot = OnnxPolicy(snapshot_path(run_dir, row["steps"]))  # the weights of that step
+        rating = rate_against_ladder(snapshot, DEFAULT_LADDER, 60, PERIODIC_EVAL_SEED)
+        assert {key: row[key] for key in rating} == rating, row["steps"]
+    assert rows[0]["elo"] != rows[1]["elo"]  # the ladder tells the two policies apart
 
 
 @pytest.mark.slow
