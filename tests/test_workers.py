@@ -5,7 +5,9 @@ shared-memory gradient exchange (tried between threads) are slow."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import re
 import signal
@@ -22,12 +24,27 @@ from typing import Any
 import pytest
 import torch as th
 from commands import run
-from test_training import ROOT, TINY, TRAIN, eval_rows, interrupt_training, run_outputs
+from test_training import (
+    ROOT,
+    TINY,
+    TRAIN,
+    eval_rows,
+    interrupt_training,
+    run_outputs,
+    scalar_events,
+)
 
 from buttonup_env.players.league import DEFAULT_LADDER, rate_against_ladder
 from buttonup_env.players.policy import OnnxPolicy
 from training import tune, workers
-from training.config import MAX_AUTO_WORKERS, TrainConfig, auto_workers, physical_cores, resolve
+from training.config import (
+    MAX_AUTO_WORKERS,
+    TrainConfig,
+    auto_workers,
+    learning_rates,
+    physical_cores,
+    resolve,
+)
 from training.runfolder import snapshot_path
 from training.train import PERIODIC_EVAL_SEED
 from training.workers import SharedGradients, WorkerLost, rank_seed
@@ -333,17 +350,41 @@ def test_two_workers_same_seed_same_run(tmp_path: Path) -> None:
     assert one["final.onnx"] != expected["final.onnx"]  # other games on worker 1
 
 
+@pytest.fixture(scope="module")
+def two_worker_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A two-worker run of 512 steps: two rollouts, each with an evaluation."""
+    runs = tmp_path_factory.mktemp("two")
+    return trained(runs, "a", *TWO, "--total-steps", "512", "--ladder-matches", "60")
+
+
 @pytest.mark.slow
-def test_worker_1_rates_the_policy_that_worker_0_evaluates(tmp_path: Path) -> None:
+def test_worker_1_rates_the_policy_that_worker_0_evaluates(two_worker_run: Path) -> None:
     # two workers evaluate together: worker 1 plays the ladder's matches, worker 0 the bots'
-    run_dir = trained(tmp_path, "a", *TWO, "--total-steps", "512", "--ladder-matches", "60")
-    rows = eval_rows(run_dir)
+    rows = eval_rows(two_worker_run)
     assert [row["steps"] for row in rows] == [0, 256, 512]
     for row in rows[:2]:  # the last: worker 0's alone, once the other had stopped
-        snapshot = OnnxPolicy(snapshot_path(run_dir, row["steps"]))  # the weights of that step
+        snapshot = OnnxPolicy(snapshot_path(two_worker_run, row["steps"]))  # that step's weights
         rating = rate_against_ladder(snapshot, DEFAULT_LADDER, 60, PERIODIC_EVAL_SEED)
         assert {key: row[key] for key in rating} == rating, row["steps"]
     assert rows[0]["elo"] != rows[1]["elo"]  # the ladder tells the two policies apart
+
+
+@pytest.mark.slow
+def test_two_workers_learn_at_root_two_times_the_rate(two_worker_run: Path) -> None:
+    """Each update's minibatch is twice one worker's: the rates (2e-3 down to 2e-4 over the
+    run, set at each rollout's start) are times the square root of 2 (SB3 logs the rate)."""
+    [events] = scalar_events(two_worker_run, "train/learning_rate")
+    expected = [math.sqrt(2) * rate for rate in (2e-3, 1.1e-3)]  # at progress 0 and 1/2
+    assert [event.value for event in events] == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_learning_rates_grow_with_the_square_root_of_the_workers() -> None:
+    one = resolve(TrainConfig(preset="smoke", workers=1))
+    assert learning_rates(one) == (one.learning_rate, one.learning_rate_end)
+    four = dataclasses.replace(one, workers=4)
+    assert learning_rates(four) == (2 * one.learning_rate, 2 * one.learning_rate_end)  # type: ignore[operator]
+    constant = dataclasses.replace(four, learning_rate_end=None)
+    assert learning_rates(constant) == (2 * one.learning_rate, None)
 
 
 @pytest.mark.slow

@@ -149,10 +149,12 @@ class TrainConfig:
     update takes about a fifth less time). --no-active-features: the dense layer (in bfloat16
     with --bfloat16). Exported policies are the same dense layers either way."""
     learning_rate: float = 2e-3
-    """Adam learning rate at the start of the run."""
+    """Adam learning rate at the start of the run, for one worker: with N workers the run
+    uses it times the square root of N (see :func:`learning_rates`)."""
     learning_rate_end: float | None = 2e-4
-    """The learning rate decays linearly to this value over the run (steps or time budget,
-    as the entropy coefficient does); None: a constant --learning-rate."""
+    """The learning rate decays linearly to this value (times the square root of the
+    workers, as --learning-rate) over the run (steps or time budget, as the entropy
+    coefficient does); None: a constant --learning-rate."""
     n_steps: Annotated[int, Range(1, MAX_ROLLOUT_STEPS)] = 16
     """Steps per env per rollout (rollout = n_envs * n_steps)."""
     batch_size: Annotated[int, Range(1, MAX_ENVS * MAX_ROLLOUT_STEPS)] = 1024
@@ -275,6 +277,19 @@ def physical_cores() -> int:
 def auto_workers() -> int:
     """What ``--workers auto`` gives: the physical cores, at most :data:`MAX_AUTO_WORKERS`."""
     return min(physical_cores(), MAX_AUTO_WORKERS)
+
+
+def learning_rates(config: TrainConfig) -> tuple[float, float | None]:
+    """The learning rate at the start and at the end of the run ``config``: its
+    ``learning_rate`` and ``learning_rate_end`` times the square root of its workers. Each
+    worker adds its rollout to every minibatch, so N workers take steps of N times the
+    samples in 1/N of the updates per step; Adam's square-root scaling rule (Malladi
+    et al., "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms", 2022) takes
+    larger steps for that (the results log, docs/experiments.md, has the screen that chose
+    it)."""
+    scale = math.sqrt(config.workers) if isinstance(config.workers, int) else 1.0
+    end = config.learning_rate_end
+    return config.learning_rate * scale, None if end is None else end * scale
 
 
 def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:

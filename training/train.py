@@ -64,7 +64,7 @@ from buttonup_env.players.policy import OnnxPolicy
 from buttonup_env.players.selfplay import SNAPSHOT_GLOB, OpponentMix, OpponentPool
 from buttonup_env.ui.cli import OutputError, fail, reason, run_cli
 from training.common import learning_curve
-from training.config import TrainConfig, make_policy, parse_config, resolve
+from training.config import TrainConfig, learning_rates, make_policy, parse_config, resolve
 from training.export import checkpoint_training, export_with_card
 from training.runfolder import (
     Checkpoint,
@@ -166,7 +166,7 @@ def make_model(
     return MaskablePPO(
         lambda observation_space, action_space, lr_schedule: make_policy(config, lr_schedule),
         venv,
-        learning_rate=config.learning_rate,
+        learning_rate=learning_rates(config)[0],
         n_steps=config.n_steps,
         rollout_buffer_class=TensorRolloutBuffer,
         # with active_features the minibatches come as lists of active features already
@@ -619,9 +619,9 @@ class Schedules(BaseCallback):
         c = self.config
         self.model.ent_coef = c.ent_coef_start + (c.ent_coef_end - c.ent_coef_start) * done
         self.logger.record("train/ent_coef", self.model.ent_coef)
-        if c.learning_rate_end is not None:  # SB3 reads lr_schedule before each update
-            rate = c.learning_rate + (c.learning_rate_end - c.learning_rate) * done
-            self.model.lr_schedule = ConstantSchedule(rate)
+        start, end = learning_rates(c)
+        if end is not None:  # SB3 reads lr_schedule before each update
+            self.model.lr_schedule = ConstantSchedule(start + (end - start) * done)
 
     def _on_step(self) -> bool:
         return True
