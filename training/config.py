@@ -150,7 +150,7 @@ class TrainConfig:
     with --bfloat16). Exported policies are the same dense layers either way."""
     learning_rate: float = 2e-3
     """Adam learning rate at the start of the run, for one worker: with N workers the run
-    uses it times the square root of N (see :func:`learning_rates`)."""
+    uses it times the square root of N (training.config.learning_rates)."""
     learning_rate_end: float | None = 2e-4
     """The learning rate decays linearly to this value (times the square root of the
     workers, as --learning-rate) over the run (steps or time budget, as the entropy
