@@ -134,7 +134,7 @@ def choose_together(
     ``counts[i]`` of ``boards`` and ``observations``. Each policy takes its rows in one
     inference call and draws its noise (when it samples) from its own generator, in the order
     of ``players``; masking the illegal moves, picking and naming the slots is done once for
-    all the rows, which is most of the work when a pool of small groups plays."""
+    all the rows, so that a pool of many small groups pays for those once a ply."""
     encoding, tables = players[0].encoding, players[0].tables
     logits = np.empty((len(boards), encoding.actions))
     start = 0
