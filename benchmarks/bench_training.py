@@ -152,7 +152,10 @@ class TimeSplit(BaseCallback):
 
 
 def buttonup(config: TrainConfig, steps: int) -> tuple[float, float]:
-    """Steps per second, and the share of the time spent collecting rollouts."""
+    """Steps per second, and the share of the time spent collecting rollouts, of ``config``
+    trained in this one process (so at one worker's learning rates, whatever ``workers``
+    resolved to)."""
+    config = dataclasses.replace(config, workers=1)
     with tempfile.TemporaryDirectory() as folder:
         run_dir = Path(folder)
         (run_dir / "snapshots").mkdir()
