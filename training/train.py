@@ -789,11 +789,13 @@ class Periodic(BaseCallback):
             path = Path(folder) / "policy.onnx"
             export_onnx(self.model.policy, path, {"steps": self.steps})
             player = OnnxPolicy(path)  # evaluate_many plays it as arena.MEASURED, by no path
+
+        def rate() -> dict[str, Any]:
+            return rate_against_ladder(player, c.ladder, c.ladder_matches, PERIODIC_EVAL_SEED)
+
         if rank == 1:
             try:
-                rating: Any = rate_against_ladder(
-                    player, c.ladder, c.ladder_matches, PERIODIC_EVAL_SEED
-                )
+                rating: Any = rate()
             except Exception as error:  # worker 0 raises it, as it would have itself
                 rating = error
             self.group.gather(rating)  # type: ignore[union-attr]
@@ -815,7 +817,7 @@ class Periodic(BaseCallback):
                 if isinstance(rating, Exception):
                     raise rating
             else:
-                rating = rate_against_ladder(player, c.ladder, c.ladder_matches, PERIODIC_EVAL_SEED)
+                rating = rate()
             row.update(rating)
             for key in ("elo", "elo_low", "elo_high"):
                 self.logger.record(f"eval/{key}", row[key])

@@ -529,13 +529,13 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         mover = self._batch.to_move[pending]
         slots = np.empty(len(pending), dtype=np.int64)
         encodings = [player.encoding.name for player in players]
-        starts = np.concatenate([[0], np.cumsum(counts)])
+        ends = np.cumsum(counts)
         for name in dict.fromkeys(encodings):  # one group per encoding, the players in order
             mine = [i for i, e in enumerate(encodings) if e == name]
             rows = (
                 slice(None)  # one encoding (a run's pool): every row, in order
                 if len(mine) == len(players)
-                else np.concatenate([np.arange(starts[i], starts[i + 1]) for i in mine])
+                else np.concatenate([np.arange(ends[i] - counts[i], ends[i]) for i in mine])
             )
             observations = self.encode(name, pending[rows], mover[rows])
             group = [players[i] for i in mine]
