@@ -430,3 +430,29 @@ def test_a_pools_policies_choose_together_as_each_would_alone(
     assert env.tables.legal[boards, together].all()
     other = choose_together(pool(6), np.array(counts), boards, observations)
     assert (other != together).any()  # the noise decides some moves: its order is checked
+
+
+def test_a_pool_of_policies_reading_different_encodings_plays_them_all(
+    snapshot_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Policies of several encodings in one pool: each group is encoded in its own encoding
+    and every policy plays legal moves, the same ones for the same seed."""
+    env = RingObservation(gym.make("ButtonUp-v0"), encoding="ring")
+    model = MaskablePPO(
+        RingPolicy, env, n_steps=64, seed=3, device="cpu", policy_kwargs={"hidden": (8,)}
+    )
+    ring = export_onnx(model.policy, tmp_path / "ring.onnx")
+    fill(tmp_path / "pool", [snapshot_files[0], ring, snapshot_files[1]], [0, 1, 2])
+    mix = OpponentMix(snapshots=1, newest=0.34)
+
+    def played(seed: int) -> tuple[list[str], np.ndarray]:
+        envs = ButtonUpVectorEnv(48, opponent=OpponentPool(tmp_path / "pool", mix, 0.0))
+        _, info = envs.reset(seed=seed)
+        for _ in range(40):  # an illegal opponent move would raise
+            _, _, _, _, info = envs.step(info["action_mask"].argmax(axis=1))
+        encodings = [p.encoding.name for p in envs._players if isinstance(p, BatchedPolicy)]
+        return encodings, envs._board.copy()
+
+    encodings, boards = played(seed=5)
+    assert sorted(encodings) == ["afterstates", "afterstates", "ring"]
+    np.testing.assert_array_equal(played(seed=5)[1], boards)
