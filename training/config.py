@@ -286,7 +286,7 @@ def learning_rates(config: TrainConfig) -> tuple[float, float | None]:
     samples in 1/N of the updates per step; Adam's square-root scaling rule (Malladi
     et al., "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms", 2022) takes
     larger steps for that (the results log, docs/experiments.md, has the screen that chose
-    it)."""
+    it). A ``workers`` still "auto" (not resolved) counts as one."""
     scale = math.sqrt(config.workers) if isinstance(config.workers, int) else 1.0
     end = config.learning_rate_end
     return config.learning_rate * scale, None if end is None else end * scale
