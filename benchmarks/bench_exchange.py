@@ -1,4 +1,4 @@
-"""The workers' gradient exchange (training/workers.py): gloo's ``all_gather`` against the
+"""The workers' gradient exchange (training/distributed.py): gloo's ``all_gather`` against the
 shared memory that workers on one machine use.
 
     python benchmarks/bench_exchange.py [--workers 2] [--rounds 1000] [--repeats 5]
@@ -26,14 +26,14 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from training.config import TrainConfig, make_policy, resolve
-from training.workers import COLLECTIVE_TIMEOUT, MAX_LOCAL_WORKERS, WorkerGroup
+from training.distributed import COLLECTIVE_TIMEOUT, MAX_LOCAL_WORKERS, WorkerGroup
 
 
 def seconds_per_round(group: WorkerGroup, shared_memory: bool, rounds: int) -> float:
     """Seconds per exchange of the default policy's gradients, ``shared_memory`` or gloo."""
     parameters = [p for p in make_policy(resolve(TrainConfig())).parameters() if p.requires_grad]
     if group.average_gradients(parameters, shared_memory=shared_memory) != shared_memory:
-        raise SystemExit("the workers cannot share memory here (training/workers.py says when)")
+        raise SystemExit("the workers cannot share memory here (training/distributed.py says when)")
     weights = [th.full_like(p, float(group.rank + 1)) for p in parameters]
 
     def one() -> None:  # a backward pass: the gradients are the weights, then averaged

@@ -76,10 +76,11 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 from buttonup_env.envs.vector import ButtonUpVectorEnv
-from training import train
-from training.config import SELF_PLAY, TrainConfig, auto_workers, resolve
-from training.train import make_model, write_snapshot
-from training.train import make_vec_env as make_training_envs
+from training import factories
+from training.config import SELF_PLAY, TrainConfig, resolve
+from training.distributed import auto_workers
+from training.factories import make_model, write_snapshot
+from training.factories import make_vec_env as make_training_envs
 
 BEFORE = dict(
     n_envs=64,
@@ -97,7 +98,7 @@ sb3-contrib's own rollout buffer, as that commit ran them."""
 
 
 class NumpyBatch(ButtonUpVectorEnv):
-    """The batched env on its numpy backend, for ``train.make_vec_env`` to build."""
+    """The batched env on its numpy backend, for ``factories.make_vec_env`` to build."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, backend="numpy", **kwargs)  # type: ignore[arg-type]
@@ -106,24 +107,24 @@ class NumpyBatch(ButtonUpVectorEnv):
 @contextlib.contextmanager
 def numpy_backend() -> Iterator[None]:
     """train.py's batched env on the numpy backend while inside."""
-    compiled = train.ButtonUpVectorEnv
-    train.ButtonUpVectorEnv = NumpyBatch
+    compiled = factories.ButtonUpVectorEnv
+    factories.ButtonUpVectorEnv = NumpyBatch
     try:
         yield
     finally:
-        train.ButtonUpVectorEnv = compiled
+        factories.ButtonUpVectorEnv = compiled
 
 
 @contextlib.contextmanager
 def sb3_rollout_buffer() -> Iterator[None]:
     """train.py's models with sb3-contrib's own rollout buffer (instead of TensorRolloutBuffer)
     while inside."""
-    faster = train.TensorRolloutBuffer
-    train.TensorRolloutBuffer = MaskableRolloutBuffer
+    faster = factories.TensorRolloutBuffer
+    factories.TensorRolloutBuffer = MaskableRolloutBuffer
     try:
         yield
     finally:
-        train.TensorRolloutBuffer = faster
+        factories.TensorRolloutBuffer = faster
 
 
 class TimeSplit(BaseCallback):

@@ -232,11 +232,11 @@ CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
         "config.json: opponents.bots is not a field of OpponentMix",
     ),
     "a missing setting": ("reward", DELETE, "config.json: reward is missing"),
-    "an unknown setting": ("turbo", True, "config.json: turbo is not a field of TrainConfig"),
+    "an unknown setting": ("turbo", True, "config.json: turbo is not a field of RunConfig"),
     "an unknown setting with a newline": (
         "\n",
         True,
-        "config.json: '\\n' is not a field of TrainConfig",
+        "config.json: '\\n' is not a field of RunConfig",
     ),
     "a saved resume": ("resume", "elsewhere", "config.json: resume is 'elsewhere'"),
     "no command": ("command", DELETE, "config.json: command is missing"),
@@ -422,12 +422,12 @@ def test_the_checks_take_what_training_saved(
     run_dir: Path, training_script: Callable[[str], ModuleType]
 ) -> None:
     """The control for the tables above: the undamaged folder passes every check."""
-    train = training_script("train")
+    factories, checkpoints = training_script("factories"), training_script("checkpoints")
     run = training_script("runfolder").RunFolder.open(run_dir)
-    checkpoint = run.read_checkpoint("latest")
-    venv = train.make_vec_env(run.config, run_dir)
-    model = train.make_model(run.config, venv)
-    run.load_checkpoint(model, checkpoint)
+    checkpoint = checkpoints.Checkpoints(run).read("latest")
+    venv = factories.make_vec_env(run.config, run_dir)
+    model = factories.make_model(run.config, venv)
+    checkpoints.Checkpoints(run).load(model, checkpoint)
     assert model.num_timesteps == checkpoint.steps == 256
     assert checkpoint.progress.resume is not None
     saved = saved_tensors(run_dir / "checkpoints" / "latest.pt")
@@ -650,7 +650,7 @@ def test_json_nested_too_deeply_is_damaged(
 
 
 def test_a_config_from_python_round_trips(training_script: Callable[[str], ModuleType]) -> None:
-    """Every TrainConfig field has a type the reader reads: a saved config comes back equal."""
+    """Every RunConfig field has a type the reader reads: a saved config comes back equal."""
     config_module, typed_json = training_script("config"), training_script("typed_json")
     config = config_module.resolve(
         config_module.TrainConfig(
@@ -658,17 +658,17 @@ def test_a_config_from_python_round_trips(training_script: Callable[[str], Modul
         )
     )
     saved = json.loads(json.dumps(typed_json.to_json(config)))
-    assert typed_json.from_json(config_module.TrainConfig, saved, "config.json") == config
+    assert typed_json.from_json(config_module.RunConfig, saved, "config.json") == config
 
 
 def test_the_saved_progress_reads_back_equal(
     run_dir: Path, training_script: Callable[[str], ModuleType]
 ) -> None:
     """What training wrote, read and written again, is the same JSON: one reader, one writer."""
-    runfolder, typed_json = training_script("runfolder"), training_script("typed_json")
+    checkpoints, typed_json = training_script("checkpoints"), training_script("typed_json")
     path = run_dir / "checkpoints" / "latest.json"
-    checkpoint = typed_json.from_json(runfolder.Checkpoint, json.loads(path.read_text()), path)
-    assert isinstance(checkpoint.progress.resume, runfolder.ResumePoint)
+    checkpoint = typed_json.from_json(checkpoints.Checkpoint, json.loads(path.read_text()), path)
+    assert isinstance(checkpoint.progress.resume, training_script("resume").ResumePoint)
     assert typed_json.to_json(checkpoint) == json.loads(path.read_text())
 
 
@@ -714,15 +714,15 @@ def test_a_compressed_weights_file_is_refused_before_it_is_inflated(
 def test_stored_entries_declaring_more_than_the_network_needs_are_refused(
     tmp_path: Path, training_script: Callable[[str], ModuleType]
 ) -> None:
-    runfolder = training_script("runfolder")
+    checkpoints, runfolder = training_script("checkpoints"), training_script("runfolder")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         archive.writestr("a/data/0", bytes(3000))
         archive.writestr("a/data/1", bytes(3000))
     data = buffer.getvalue()
-    runfolder.check_archive(tmp_path / "latest.pt", data, 6000)  # the control: within the cap
+    checkpoints.check_archive(tmp_path / "latest.pt", data, 6000)  # the control: within the cap
     with pytest.raises(runfolder.RunFolderError, match=r"its entries declare 6,000 bytes, more "):
-        runfolder.check_archive(tmp_path / "latest.pt", data, 5999)
+        checkpoints.check_archive(tmp_path / "latest.pt", data, 5999)
 
 
 # --- a hostile run folder: a link planted at every name a run writes -------------------------
@@ -813,11 +813,11 @@ def test_a_link_planted_after_the_folder_was_opened_is_not_written_through(
     with pytest.raises(runfolder.RunFolderError, match=r"best\.json is a symbolic link"):
         run.write(copy / "best.json", b"{}")
     with pytest.raises(runfolder.RunFolderError, match=r"eval\.jsonl is a symbolic link"):
-        run.append_eval({"steps": 1})
+        run.append_eval(runfolder.EvalRow(1, 0.0, 0.5, 0.1, 0.5, 0.1, 0.5, 0.1, (0.1,) * 8))
     with pytest.raises(runfolder.RunFolderError, match=r"tb is a symbolic link"):
         run.folder("tb")
     with pytest.raises(runfolder.RunFolderError, match=r"latest\.json is a symbolic link"):
-        run.read_checkpoint("latest")
+        training_script("checkpoints").Checkpoints(run).read("latest")
     (copy / "final.onnx").unlink()
     (copy / "final.onnx").symlink_to(outside / "best.json")
     with pytest.raises(runfolder.RunFolderError, match=r"final\.onnx is a symbolic link"):
@@ -839,7 +839,7 @@ def test_a_run_folder_the_user_names_through_a_link_is_opened(
     link.symlink_to(run_dir, target_is_directory=True)
     assert runfolder.RunFolder.open(link).config.total_steps == 256
     with pytest.raises(runfolder.RunFolderError, match="mine is a symbolic link"):
-        runfolder.check_tree(link, named=False)
+        runfolder.RunFiles(link).check_tree(named=False)
 
 
 def test_the_card_command_is_rebuilt_not_copied(
@@ -1014,11 +1014,12 @@ def damaged(draw: st.DrawFn, original: dict) -> dict:
     return data
 
 
-def opens_or_says_why(action: Callable[[], object], runfolder: ModuleType, typed: Any) -> None:
-    """``action`` succeeds or raises the run folder's error: one line, no other exception."""
+def opens_or_says_why(action: Callable[[], object], runfolder: ModuleType) -> None:
+    """``action`` succeeds or raises the run folder's one error: one line, no other
+    exception."""
     try:
         action()
-    except (runfolder.RunFolderError, typed.FieldError) as error:
+    except runfolder.RunFolderError as error:
         assert "\n" not in str(error) and str(error), repr(error)
 
 
@@ -1027,20 +1028,20 @@ def opens_or_says_why(action: Callable[[], object], runfolder: ModuleType, typed
 def test_a_fuzzed_config_opens_or_is_refused_in_one_sentence(
     data: st.DataObject, run_dir: Path, training_script: Callable[[str], ModuleType]
 ) -> None:
-    runfolder, typed = training_script("runfolder"), training_script("typed_json")
+    runfolder = training_script("runfolder")
     original = json.loads((run_dir / "config.json").read_text())
     with tempfile.TemporaryDirectory() as folder:
         run = Path(folder)
         (run / "config.json").write_text(json.dumps(data.draw(damaged(original))))
-        opens_or_says_why(lambda: runfolder.RunFolder.open(run), runfolder, typed)
+        opens_or_says_why(lambda: runfolder.RunFolder.open(run), runfolder)
 
 
 @pytest.fixture(scope="module")
 def batch_of_run(run_dir: Path) -> Any:
     """The batched env that the tiny run's resume point is checked against."""
-    train = importlib.import_module("training.train")
+    factories = importlib.import_module("training.factories")
     runfolder = importlib.import_module("training.runfolder")
-    venv = train.make_vec_env(runfolder.RunFolder.open(run_dir).config, run_dir)
+    venv = factories.make_vec_env(runfolder.RunFolder.open(run_dir).config, run_dir)
     yield venv.env
     venv.close()
 
@@ -1053,7 +1054,8 @@ def test_a_fuzzed_resume_point_reads_or_is_refused_in_one_sentence(
     batch_of_run: Any,
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    runfolder, typed = training_script("runfolder"), training_script("typed_json")
+    runfolder, resume = training_script("runfolder"), training_script("resume")
+    checkpoints = training_script("checkpoints")
     original = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
     with tempfile.TemporaryDirectory() as folder:
         run = Path(folder)
@@ -1064,9 +1066,11 @@ def test_a_fuzzed_resume_point_reads_or_is_refused_in_one_sentence(
         (run / "checkpoints" / "latest.pt").write_bytes(b"")
 
         def read() -> None:
-            checkpoint = runfolder.RunFolder.open(run).read_checkpoint("latest")
+            checkpoint = checkpoints.Checkpoints(runfolder.RunFolder.open(run)).read("latest")
             point = checkpoint.progress.resume
             if point is not None:
-                runfolder.check_resume_point(point, batch_of_run, checkpoint, typed.Reader(state))
+                resume.check_resume_point(
+                    point, batch_of_run, checkpoint.steps, checkpoint.n_updates, state
+                )
 
-        opens_or_says_why(read, runfolder, typed)
+        opens_or_says_why(read, runfolder)

@@ -71,3 +71,51 @@ def test_no_module_reads_another_modules_private_names() -> None:
             ):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value.id}.{node.attr}")
     assert not found, "private names read from another module:\n" + "\n".join(found)
+
+
+def training_contract() -> list[str]:
+    """The layers of the training floor's import-linter contract (pyproject.toml), top
+    first."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    for contract in contracts["contracts"]:
+        if contract["type"] == "layers" and contract["layers"][0].startswith("training."):
+            return contract["layers"]
+    raise AssertionError("pyproject.toml has no layers contract for training/")
+
+
+def test_every_training_module_has_its_floor() -> None:
+    """Each module of training/ sits in a layer of the training contract (a new one cannot
+    escape it), and the scripts are the top layer, independent of each other."""
+    layers = training_contract()
+    placed = [name.strip() for layer in layers for name in layer.replace(":", "|").split("|")]
+    modules = {f"training.{p.stem}" for p in (ROOT / "training").glob("*.py")} - {
+        "training.__init__"
+    }
+    assert sorted(placed) == sorted(modules)
+    scripts = {"train", "tune", "export", "evaluate", "league", "report"}
+    assert {name.strip() for name in layers[0].split("|")} == {f"training.{s}" for s in scripts}
+    assert ":" not in layers[0], "the scripts import none of each other"
+
+
+def test_only_the_resume_point_reads_private_fields_of_other_objects() -> None:
+    """SB3's private fields (``model._n_updates``, ``_last_obs``, ...) are read in
+    training/resume.py alone, so a new SB3 is tried there first; no other module of training/
+    reads a private field of anything but itself."""
+    readers = {}
+    for path in python_files(ROOT / "training"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                and (getattr(node.value, "id", None), node.attr) != ("os", "_exit")
+            ):
+                readers.setdefault(path.name, set()).add(node.attr)
+    assert set(readers) == {"resume.py"}, readers
+    assert readers["resume.py"] == {"_n_updates", "_last_obs", "_last_episode_starts"}

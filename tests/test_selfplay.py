@@ -352,11 +352,11 @@ def test_every_drawn_opponent_plays_legal_moves(
 def test_a_training_env_plays_episodes_with_the_pool(
     tmp_path: Path, snapshot_files: tuple[Path, Path], training_script: Callable[[str], ModuleType]
 ) -> None:
-    train = training_script("train")
+    factories = training_script("factories")
     folder = tmp_path / "snapshots"
     fill(folder, list(snapshot_files), [1, 2])
     even = OpponentMix(snapshots=1, perfect=1, greedy=1, random=1, newest=0.5)
-    env = train.make_env(folder, even, "afterstates", "margin")
+    env = factories.make_env(folder, even, "afterstates", "margin")
     assert env.observation_space.shape == (735,)
     assert env.action_space.n == 3
     pool = env.unwrapped.opponent

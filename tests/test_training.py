@@ -389,7 +389,7 @@ def test_kill_stops_a_run_like_ctrl_c(tmp_path: Path) -> None:
 def test_the_first_stop_signal_asks_and_the_second_one_stops_at_once(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    train = training_script("train")
+    train = training_script("callbacks")
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     with train.StopRequest() as stop:
         assert not stop.requested
@@ -425,7 +425,7 @@ def test_a_preset_fills_only_the_settings_left_unset(
 ) -> None:
     """A preset sets the budgets; a flag given on the command line wins over the preset,
     whichever side of --preset it is on. Every preset trains by pure self-play."""
-    train = training_script("train")
+    train = training_script("config")
 
     def parsed(*args: str) -> Any:
         return train.resolve(train.parse_config(list(args)))
@@ -449,7 +449,7 @@ def test_bfloat16_left_unset_follows_the_cpu(
 ) -> None:
     from buttonup_env.learn.nets import fast_bfloat16
 
-    train = training_script("train")
+    train = training_script("config")
     assert train.resolve(train.parse_config([])).bfloat16 is fast_bfloat16()
     assert train.resolve(train.parse_config(["--bfloat16"])).bfloat16 is True
     assert train.resolve(train.parse_config(["--no-bfloat16"])).bfloat16 is False
@@ -470,7 +470,7 @@ def test_a_bad_preset_gets_tyros_error_not_a_usage_of_one_flag(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A missing or unknown preset gets tyro's error, which names it."""
-    train = training_script("train")
+    train = training_script("config")
     with pytest.raises(SystemExit) as stopped:
         train.parse_config(args)
     assert stopped.value.code == 2
@@ -486,7 +486,7 @@ def test_the_reward_is_the_round_margin_or_its_sign(
     / 18: the same seed and the same actions play the same rounds, only the payment differs."""
     from sb3_contrib.common.maskable.utils import get_action_masks
 
-    train = training_script("train")
+    train, factories = training_script("config"), training_script("factories")
     paid = {}
     for reward in ("margin", "sign"):
         config = train.TrainConfig(  # bots only: no snapshot needed
@@ -495,7 +495,7 @@ def test_the_reward_is_the_round_margin_or_its_sign(
             random_start=0.5 if vec_env == "batched" else 0.0,
             opponents=SOLVER_MIX,
         )
-        venv = train.make_vec_env(dataclasses.replace(config, reward=reward), tmp_path, seed=3)
+        venv = factories.make_vec_env(dataclasses.replace(config, reward=reward), tmp_path, seed=3)
         rng = np.random.default_rng(0)
         venv.reset()
         rewards, dones = [], []
@@ -826,7 +826,8 @@ def test_export_takes_the_code_version_before_it_writes_the_model(
     code that did the export, not the tree with its own new model in it."""
     export = training_script("export")
     out = tmp_path / "agent.onnx"
-    monkeypatch.setattr(export, "code_version", lambda: "dirty" if out.exists() else "clean")
+    cards = training_script("cards")  # where export_with_card takes it
+    monkeypatch.setattr(cards, "code_version", lambda: "dirty" if out.exists() else "clean")
     matches = ["--random-matches", "0", "--greedy-matches", "0", "--perfect-matches", "0"]
     export.main([str(tiny_run[0]), *matches, "--no-best-response", "--out", str(out)])
     assert json.loads(out.with_suffix(".json").read_text())["exported_with"] == "clean"
@@ -1324,7 +1325,7 @@ def test_evaluate_cli_refuses_bad_arguments(case: str, tmp_path: Path) -> None:
 def test_learning_curve_labels_the_regret_axis_down_to_the_lowest_regret(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    ticks = training_script("common").regret_ticks
+    ticks = training_script("plots").regret_ticks
     good_run = [1.55, 0.089, 0.038, 0.014, 0.0045]  # the shipped agent's run, roughly
     assert 0.0045 / 2 < min(ticks(good_run)) <= 2 * 0.0045  # not a fixed list's 0.05
     assert max(ticks(good_run)) >= 1.55
@@ -1391,7 +1392,7 @@ def test_evaluate_cli_best_response_measures_exploitability(tmp_path: Path) -> N
 def test_the_card_says_which_targets_are_met_and_by_how_much(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    module = training_script("export")
+    module = training_script("cards")
     good = evaluate(RandomBot(0), RandomBot(1), 6, seed=0)
     weak = dataclasses.replace(good, win_rate=0.30, mean_regret=0.25)
     strong = dataclasses.replace(good, win_rate=0.999, mean_regret=0.015)

@@ -400,10 +400,10 @@ def test_a_trial_is_a_train_config_and_its_command_gives_it(
 ) -> None:
     """A trial's settings reach training as a TrainConfig (its sampled values read as their
     fields' types); the command recorded with it, run by train.py, trains that same config."""
-    config_module = training_script("config")
+    config_module, search_space = training_script("config"), training_script("search_space")
     settings = {"train_args": TINY_TRAIN, "preset": "quick", "steps": 256}
     config = config_module.resolve(
-        config_module.with_settings(tune.base_config(settings, 3), values, "trial 0")
+        search_space.with_settings(search_space.base_config(settings, 3), values, "trial 0")
     )
     assert config.seed == 3 and config.total_steps == 256 and config.n_envs == 2
     for name, value in values.items():
@@ -417,7 +417,7 @@ def test_a_trial_is_a_train_config_and_its_command_gives_it(
 def test_a_sampled_value_of_the_wrong_type_names_the_setting(
     training_script: Callable[[str], ModuleType],
 ) -> None:
-    config_module = training_script("config")
+    config_module, search_space = training_script("config"), training_script("search_space")
     base = config_module.TrainConfig()
     for values, says in (
         ({"hidden": ["64"]}, "trial 7: hidden[0] is '64'; it must be a whole number"),
@@ -426,7 +426,7 @@ def test_a_sampled_value_of_the_wrong_type_names_the_setting(
         ({"turbo": 1}, "trial 7: turbo is not a field of TrainConfig"),
     ):
         with pytest.raises(ValueError, match=re.escape(says)):
-            config_module.with_settings(base, values, "trial 7")
+            search_space.with_settings(base, values, "trial 7")
 
 
 def test_a_bad_study_name_is_refused_from_the_command_line(tmp_path: Path) -> None:
@@ -438,9 +438,12 @@ def test_a_bad_study_name_is_refused_from_the_command_line(tmp_path: Path) -> No
     assert not (tmp_path / "runs").exists()
 
 
-def test_the_default_space_fits_the_default_training(tune: ModuleType) -> None:
-    space = tune.load_space(tune.DEFAULT_SPACE)
-    defaults = tune.tunable_defaults()
+def test_the_default_space_fits_the_default_training(
+    tune: ModuleType, training_script: Callable[[str], ModuleType]
+) -> None:
+    search_space = training_script("search_space")
+    space = search_space.load_space(search_space.DEFAULT_SPACE)
+    defaults = search_space.tunable_defaults()
     assert set(space) <= set(defaults)
     for name, spec in space.items():  # the space is around the defaults: it contains each
         if "choices" in spec:
@@ -479,6 +482,9 @@ def seeds_study(url: str, name: str, runs: int, rng: np.random.Generator) -> lis
             for steps in (0, 1000, 2000)
         ]
         final = {k: v for k, v in evals[-1].items() if k != "steps"}
+        for row in evals:  # the rest of a periodic evaluation, as train.py writes one
+            row |= {"minutes": 0.0, "regret_random": 0.5, "regret_greedy": 0.5}
+            row["regret_by_move_perfect"] = [row["regret_perfect"]] * 8
         if seed > 0:  # one run without the exploitability: it is left out of that figure only
             final["exploitability"] = float(rng.uniform(1, 8))
         finals.append(final)
@@ -505,7 +511,9 @@ def rliable_iqm(values: list[float], reps: int) -> tuple[float, float, float]:
     return float(point["x"][0]), float(interval["x"][0, 0]), float(interval["x"][1, 0])
 
 
-def test_report_of_many_seed_studies_matches_rliable(report: ModuleType, tmp_path: Path) -> None:
+def test_report_of_many_seed_studies_matches_rliable(
+    report: ModuleType, tmp_path: Path, training_script: Callable[[str], ModuleType]
+) -> None:
     url = f"sqlite:///{tmp_path / 'fixture.db'}"
     rng = np.random.default_rng(7)
     finals = {"a": seeds_study(url, "a", 7, rng), "b": seeds_study(url, "b", 5, rng)}
@@ -513,7 +521,7 @@ def test_report_of_many_seed_studies_matches_rliable(report: ModuleType, tmp_pat
     report.main(["--study", "a", "b", "--storage", url, "--out", str(out), "--reps", "300"])
     table = (out / "report.md").read_text()
     figures = json.loads((out / "report.json").read_text())["figures"]
-    for key, label in report.FIGURES.items():
+    for key, label in training_script("seeds_report").FIGURES.items():
         for group, runs in finals.items():
             values = [final[key] for final in runs if key in final]
             iqm, low, high = rliable_iqm(values, reps=300)

@@ -1,4 +1,4 @@
-"""Data-parallel training (training/workers.py): several worker processes train one run, on one
+"""Data-parallel training (training/distributed.py): several worker processes train one run, on one
 machine (``train.py --workers N``) or under torchrun (two nodes over localhost). The runs are
 tiny, but every one starts processes that import torch, so all but the refusals and the
 shared-memory gradient exchange (tried between threads) are slow."""
@@ -36,18 +36,18 @@ from test_training import (
 
 from buttonup_env.players.league import DEFAULT_LADDER, rate_against_ladder
 from buttonup_env.players.policy import OnnxPolicy
-from training import tune, workers
-from training.config import (
+from training import shared_memory, tune
+from training.config import TrainConfig, learning_rates, resolve
+from training.distributed import (
     MAX_AUTO_WORKERS,
-    TrainConfig,
+    WorkerLost,
     auto_workers,
-    learning_rates,
     physical_cores,
-    resolve,
+    rank_seed,
 )
+from training.periodic import PERIODIC_EVAL_SEED
 from training.runfolder import snapshot_path
-from training.train import PERIODIC_EVAL_SEED
-from training.workers import SharedGradients, WorkerLost, rank_seed
+from training.shared_memory import SharedGradients
 
 TWO = [*TINY, "--workers", "2", "--hidden", "16", "16"]
 """The tiny training with two workers, each stepping its two games (a rollout of both is 256
@@ -278,25 +278,25 @@ def test_shared_gradients_are_not_used_unless_every_worker_maps_the_memory(
         return SharedGradients.open(worker, 10, th.float32)  # type: ignore[arg-type]
 
     made: list[str] = []
-    mkstemp = workers.tempfile.mkstemp
+    mkstemp = shared_memory.tempfile.mkstemp
 
     def recorded(*args: Any, **kwargs: Any) -> tuple[int, str]:
         fd, path = mkstemp(*args, **kwargs)
         made.append(path)
         return fd, path
 
-    monkeypatch.setattr(workers.tempfile, "mkstemp", recorded)
+    monkeypatch.setattr(shared_memory.tempfile, "mkstemp", recorded)
     assert on_threads(2, work, **{"1": ("/nonexistent/map", b"token")}) == [None, None]
     assert on_threads(2, work, **{"1": (None, b"token")}) == [None, None]
 
     def no_room(*args: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(workers.os, "posix_fallocate", no_room, raising=False)
+    monkeypatch.setattr(shared_memory.os, "posix_fallocate", no_room, raising=False)
     assert on_threads(2, work) == [None, None]
     assert len(made) == 3 and not any(Path(path).exists() for path in made)  # deleted
     monkeypatch.undo()
-    monkeypatch.setattr(workers.tempfile, "mkstemp", recorded)
+    monkeypatch.setattr(shared_memory.tempfile, "mkstemp", recorded)
 
     def lost(self: ThreadWorker, value: bool) -> bool:
         raise WorkerLost("worker 1 is gone")
@@ -305,7 +305,7 @@ def test_shared_gradients_are_not_used_unless_every_worker_maps_the_memory(
     with pytest.raises(WorkerLost):
         on_threads(2, work)
     assert len(made) == 4 and not Path(made[-1]).exists()  # deleted all the same
-    monkeypatch.setattr(workers.platform, "machine", lambda: "aarch64")  # weak store order
+    monkeypatch.setattr(shared_memory.platform, "machine", lambda: "aarch64")  # weak store order
     assert on_threads(2, work) == [None, None]
     assert len(made) == 4  # nothing made
 
@@ -324,7 +324,7 @@ def test_a_gone_or_silent_worker_ends_a_shared_gradient_exchange(
         exchange.exchange(th.zeros(10))
     assert time.monotonic() - start < 5
     other.counters[1, SharedGradients.PID] = os.getpid()  # alive, and silent
-    monkeypatch.setattr(workers, "COLLECTIVE_TIMEOUT", timedelta(seconds=1))
+    exchange.timeout = timedelta(seconds=1)  # the group's COLLECTIVE_TIMEOUT, shortened
     with pytest.raises(WorkerLost, match="timed out"):
         exchange.exchange(th.zeros(10))
 

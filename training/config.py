@@ -1,10 +1,12 @@
 """What a training run is made of: :class:`TrainConfig` (the flags of ``training/train.py``,
-each with its docstring), the presets that fill the budgets left unset, the checks of
-:func:`resolve`, and the policy network a config describes (:func:`make_policy`).
+each with its docstring), the presets that fill the budgets left unset, :func:`resolve`, which
+makes a command line a :class:`RunConfig` (frozen and concrete: every budget set, the workers
+counted) once and checks it, and the policy network a config describes (:func:`make_policy`).
 
-``train.py`` trains with it; ``tune.py`` builds its trials from it; the run folder saves it
-(``training/runfolder.py``); the benchmarks measure it. Change a default here and every one
-of them follows.
+``train.py`` resolves its command line and trains with the result; ``tune.py`` builds its
+trials from it; the run folder saves it (``training/runfolder.py``); the benchmarks measure
+it. Every function below a script's ``main`` takes a :class:`RunConfig`. Change a default here
+and every one of them follows.
 
 Every count and interval carries its bounds in its type (``Annotated[int, Range(1, 100)]``,
 read by :mod:`training.typed_json`): the one declaration holds ``train.py``'s flags, a saved
@@ -17,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +30,44 @@ import torch as th
 import tyro
 from gymnasium import spaces
 
+import buttonup_env
 from buttonup_env.game.encoding import ENCODINGS
 from buttonup_env.learn.nets import RingPolicy, fast_bfloat16
 from buttonup_env.players.league import DEFAULT_LADDER, check_ladder
 from buttonup_env.players.selfplay import OpponentMix
-from training.common import MAX_MATCHES, Matches, Seed
-from training.typed_json import Pattern, Range, check_fields, value_from_json
+from training.distributed import auto_workers
+from training.typed_json import Pattern, Range, check_fields
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository (the folder that holds the ``training`` package)."""
+
+MAX_MATCHES = 100_000
+"""The most matches a command plays against one opponent (a few minutes on one core)."""
+Matches = Annotated[int, Range(1, MAX_MATCHES)]
+"""A number of matches, as the scripts' flags and a run's config take it."""
+Seed = Annotated[int, Range(0, 2**32 - 1)]
+"""A seed, as the scripts' flags and a run's config take it (numpy's legacy seeding, which
+some of the libraries use, takes 32 bits)."""
+
+CODE_VERSION = r"buttonup-env [0-9A-Za-z.+-]{1,40} \([0-9A-Za-z._+-]{1,80}\)"
+"""What :func:`code_version` gives (``buttonup-env 0.1.0 (d2d4121+dirty)``), as a regular
+expression: a code version read from a file is printed and copied only when it is one."""
+
+
+def code_version() -> str:
+    """The package version and the git commit (with ``+dirty`` when files were changed)."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty=+dirty"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return f"buttonup-env {buttonup_env.__version__} ({commit})"
+
 
 # --- the bounds of the settings ------------------------------------------------------------
 
@@ -66,6 +101,7 @@ MAX_ROLLOUT_BYTES = 4 << 30
 """The largest rollout (n_envs x n_steps observations) a config may ask for: 4 GiB."""
 
 Steps = Annotated[int, Range(1, MAX_STEPS)]
+Minutes = Annotated[float, Range(0, MAX_MINUTES)]
 Interval = Annotated[int, Range(MIN_INTERVAL, MAX_STEPS)]
 
 RUN_NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
@@ -90,7 +126,7 @@ pure self-play). Pass it weight by weight (``--opponents.perfect 0.8 ...``); the
 never enters the loss or reward."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Self-play MaskablePPO on ButtonUp-v0 (afterstates encoding, one round per episode)."""
 
@@ -102,16 +138,13 @@ class TrainConfig:
     self-play (see --opponents)."""
     total_steps: Steps | None = None
     """Environment steps (agent decisions) to train for (default: from the preset)."""
-    minutes: Annotated[float, Range(0, MAX_MINUTES)] | None = None
+    minutes: Minutes | None = None
     """Training time budget: stop after this many minutes of training (periodic evaluations
     included, counted across resumes) even before total_steps; 0: no time budget (default:
     from the preset). The entropy schedule follows whichever budget is further along."""
     seed: Seed = 0
     """Seed of the networks, the envs and the opponents' draws."""
-    run_name: (
-        Annotated[str, Pattern(RUN_NAME, "a folder name of letters, digits, '.', '_' and '-'")]
-        | None
-    ) = None
+    run_name: RunName | None = None
     """Folder name under runs_dir (default: PRESET-sSEED-DATE-TIME)."""
     runs_dir: Path = Path("runs")
     """Where run folders are made."""
@@ -249,85 +282,105 @@ PRESETS: dict[str, dict[str, float]] = {
 }
 
 
-MAX_AUTO_WORKERS = 8
-"""The most workers ``--workers auto`` starts: each worker adds its rollout to every update,
-and beyond 8 the run's minibatch (8 x batch_size) is larger than the runs measured."""
+Workers = Annotated[int, Range(1, 2**20)]
+"""A run's number of worker processes (``train.py`` starts at most four per logical CPU;
+torchrun starts more across machines)."""
 
 
-def physical_cores() -> int:
-    """The physical cores this process may run on: the CPUs of its affinity, two hardware
-    threads of one core counted once (read from Linux's ``/sys``; elsewhere, or where it cannot
-    be read, the logical CPUs)."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-    cores = set()
-    for cpu in cpus:
-        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
-        try:
-            package = (topology / "physical_package_id").read_text().strip()
-            core = (topology / "core_id").read_text().strip()
-        except OSError:
-            return len(cpus)
-        cores.add((package, core))
-    return max(1, len(cores))
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(TrainConfig):
+    """A run's settings, resolved (:func:`resolve`): the flags of :class:`TrainConfig` with
+    every budget and interval that the preset fills set, and ``workers`` a number. A run's
+    ``config.json`` holds one, field for field; every function below a script's ``main``
+    takes one. (It is a command line too: :func:`train_flags` writes the flags that give it.)
+    """
+
+    total_steps: Steps
+    minutes: Minutes
+    """0: no time budget."""
+    resume: None = None
+    """A run's own settings never ask to resume one (``config.json`` keeps the key, null)."""
+    snapshot_every: Interval
+    eval_every: Interval
+    eval_matches: Matches
+    checkpoint_every: Interval
+    final_eval_matches: Matches
+    workers: Workers
 
 
-def auto_workers() -> int:
-    """What ``--workers auto`` gives: the physical cores, at most :data:`MAX_AUTO_WORKERS`."""
-    return min(physical_cores(), MAX_AUTO_WORKERS)
-
-
-def learning_rates(config: TrainConfig) -> tuple[float, float | None]:
+def learning_rates(config: RunConfig) -> tuple[float, float | None]:
     """The learning rate at the start and at the end of the run ``config``: its
     ``learning_rate`` and ``learning_rate_end`` times the square root of its workers. Each
     worker adds its rollout to every minibatch, so N workers take steps of N times the
     samples in 1/N of the updates per step; Adam's square-root scaling rule (Malladi
     et al., "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms", 2022) takes
     larger steps for that (the results log, docs/experiments.md, has the screen that chose
-    it). A ``workers`` still "auto" (not resolved) counts as one."""
-    scale = math.sqrt(config.workers) if isinstance(config.workers, int) else 1.0
+    it)."""
+    scale = math.sqrt(config.workers)
     end = config.learning_rate_end
     return config.learning_rate * scale, None if end is None else end * scale
 
 
 def parse_config(argv: list[str], **tyro_kwargs: Any) -> TrainConfig:
     """train.py's command line as a TrainConfig (not yet resolved: the preset fills the fields
-    left unset in resolve)."""
+    left unset in :func:`resolve`)."""
     return tyro.cli(TrainConfig, args=argv, **tyro_kwargs)
 
 
-def resolve(config: TrainConfig) -> TrainConfig:
-    """Fill the fields left to the preset, and check the values: each against the bounds of
-    its type (``ValueError`` naming its flag), then the rules between them."""
-    values = {k: v for k, v in PRESETS[config.preset].items() if getattr(config, k) is None}
-    config = dataclasses.replace(config, **values)
+def preset_values(config: TrainConfig) -> dict[str, Any]:
+    """``config``'s fields, those it leaves unset filled from its preset."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(TrainConfig)}
+    for name, value in PRESETS[config.preset].items():
+        if values[name] is None:
+            values[name] = value
+    return values
+
+
+def resolve(config: TrainConfig) -> RunConfig:
+    """The run that the command line ``config`` asks for: the fields left to the preset
+    filled, ``workers`` counted (``auto``: :func:`auto_workers`), and every value checked
+    (:func:`check`): ``ValueError`` naming the flag. A command line that resumes a run is not
+    resolved (the run folder has its settings)."""
+    values = preset_values(config)
+    values.pop("resume")
+    workers = values.pop("workers")
+    if workers == "auto":
+        workers = auto_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"--workers must be auto or a whole number >= 1, got {workers}")
+    return check(RunConfig(**values, workers=workers))
+
+
+def check_ranges(values: dict[str, Any]) -> None:
+    """``ValueError`` naming the flag for a rate or coefficient of ``values`` (a config's
+    fields by name) out of its range."""
+    end = values["learning_rate_end"]
     ranges = [
-        ("learning_rate", 0 < config.learning_rate < math.inf, "> 0 and finite"),
-        ("gamma", 0 < config.gamma <= 1, "in (0, 1]"),
-        ("gae_lambda", 0 <= config.gae_lambda <= 1, "in [0, 1]"),
-        ("clip_range", 0 < config.clip_range < math.inf, "> 0 and finite"),
-        ("ent_coef_start", 0 <= config.ent_coef_start < math.inf, ">= 0 and finite"),
-        ("ent_coef_end", 0 <= config.ent_coef_end < math.inf, ">= 0 and finite"),
-        (
-            "learning_rate_end",
-            config.learning_rate_end is None or 0 <= config.learning_rate_end < math.inf,
-            ">= 0 and finite",
-        ),
+        ("learning_rate", 0 < values["learning_rate"] < math.inf, "> 0 and finite"),
+        ("gamma", 0 < values["gamma"] <= 1, "in (0, 1]"),
+        ("gae_lambda", 0 <= values["gae_lambda"] <= 1, "in [0, 1]"),
+        ("clip_range", 0 < values["clip_range"] < math.inf, "> 0 and finite"),
+        ("ent_coef_start", 0 <= values["ent_coef_start"] < math.inf, ">= 0 and finite"),
+        ("ent_coef_end", 0 <= values["ent_coef_end"] < math.inf, ">= 0 and finite"),
+        ("learning_rate_end", end is None or 0 <= end < math.inf, ">= 0 and finite"),
     ]
     for name, ok, allowed in ranges:
         if not ok:
-            raise ValueError(
-                f"--{name.replace('_', '-')} must be {allowed}, got {getattr(config, name)}"
-            )
+            raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {values[name]}")
+
+
+def check(config: RunConfig) -> RunConfig:
+    """``config``, once it keeps the rules of a run: the ranges, each value in its type's
+    bounds, and the rules between them (``ValueError`` naming the flags). A new run's settings
+    and a saved ``config.json`` are held to the same."""
+    check_ranges({f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
     check_fields(config)
     if not 1 <= len(config.hidden) <= MAX_LAYERS:
         raise ValueError(f"--hidden needs 1 to {MAX_LAYERS} layer sizes, got {len(config.hidden)}")
     for name in ("snapshot_every", "eval_every"):
         every = getattr(config, name)
-        if config.total_steps // every > MAX_PERIODIC:  # type: ignore[operator]
-            least = -(-config.total_steps // MAX_PERIODIC)  # type: ignore[operator]
+        if config.total_steps // every > MAX_PERIODIC:
+            least = -(-config.total_steps // MAX_PERIODIC)
             raise ValueError(
                 f"--{name.replace('_', '-')} {every} would make {config.total_steps // every:,} "
                 f"{'snapshots' if name == 'snapshot_every' else 'evaluations'} in "
@@ -364,16 +417,11 @@ def resolve(config: TrainConfig) -> TrainConfig:
             f"--batch-size {config.batch_size} is larger than a rollout "
             f"(--n-envs x --n-steps = {config.n_envs * config.n_steps})"
         )
-    if config.workers == "auto":
-        config = dataclasses.replace(config, workers=auto_workers())
-    workers = config.workers
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"--workers must be auto or a whole number >= 1, got {workers}")
     check_size(config)
     return config
 
 
-def check_size(config: TrainConfig) -> None:
+def check_size(config: RunConfig) -> None:
     """``ValueError`` when ``config`` asks for a network or a rollout larger than
     :data:`MAX_PARAMETERS` or :data:`MAX_ROLLOUT_BYTES` (a crafted config.json would otherwise
     exhaust the memory before any check of the tensors). The network is built on torch's
@@ -393,31 +441,13 @@ def check_size(config: TrainConfig) -> None:
         )
 
 
-def with_settings(config: TrainConfig, values: dict[str, Any], source: str) -> TrainConfig:
-    """``config`` with the settings ``values``: JSON values by field name, dotted for the
-    opponent mix (``{"hidden": [64, 64], "opponents.perfect": 0.5}``), each read as its field's
-    type (``FieldError``, a ``ValueError`` naming ``source`` and the field, for one that is
-    not). Not resolved: :func:`resolve` checks the combination."""
-    mix: dict[str, Any] = {}
-    top: dict[str, Any] = {}
-    for name, value in values.items():
-        typed = value_from_json(TrainConfig, name, value, source)
-        if name.startswith("opponents."):
-            mix[name.removeprefix("opponents.")] = typed
-        else:
-            top[name] = typed
-    if mix:
-        top["opponents"] = dataclasses.replace(top.get("opponents", config.opponents), **mix)
-    return dataclasses.replace(config, **top)
-
-
-def train_flags(config: TrainConfig) -> list[str]:
-    """The train.py flags that give ``config`` (resolved): ``--preset`` and each setting
-    that differs from what the preset gives (a run's recorded command, for one)."""
-    default = resolve(TrainConfig(preset=config.preset))
+def train_flags(config: RunConfig) -> list[str]:
+    """The train.py flags that give ``config``: ``--preset`` and each setting that differs
+    from what the preset gives (a run's recorded command, for one)."""
+    default = preset_values(TrainConfig(preset=config.preset))
     flags = ["--preset", config.preset]
     for field in dataclasses.fields(TrainConfig):
-        value, base = getattr(config, field.name), getattr(default, field.name)
+        value, base = getattr(config, field.name), default[field.name]
         if field.name == "opponents":
             pairs = [
                 (f"opponents.{f.name}", getattr(value, f.name), getattr(base, f.name))
@@ -442,7 +472,7 @@ def _flag(name: str, value: Any) -> list[str]:
 
 
 def make_policy(
-    config: TrainConfig, lr_schedule: Callable[[float], float] | None = None
+    config: RunConfig, lr_schedule: Callable[[float], float] | None = None
 ) -> RingPolicy:
     """The policy network of ``config``, freshly made: a
     ``buttonup_env.learn.nets.RingPolicy`` on its encoding's views, with its layer sizes,

@@ -34,6 +34,7 @@ from typing import Annotated
 import tyro
 from tqdm import tqdm
 
+from buttonup_env.game.files import reason
 from buttonup_env.game.records import write_records
 from buttonup_env.game.rules import LAYOUTS, MAX_TARGET
 from buttonup_env.players.bots import BOT_NAMES, GreedyBot, Player, RandomBot, graded_p, make_bot
@@ -41,8 +42,8 @@ from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import PolicyError, load_policy
 from buttonup_env.players.shipped import shipped_policies
-from buttonup_env.ui.cli import Named, check_outputs, reason, run_cli, write_output
-from training.common import Matches, Seed
+from buttonup_env.ui.cli import Named, check_outputs, run_cli, write_output
+from training.config import Matches, Seed
 from training.typed_json import Range, check_fields
 
 

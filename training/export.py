@@ -23,128 +23,28 @@ The exported player applies the legal-move mask (illegal logits to -inf, then th
 move), also for a plain ``PPO`` model trained without one.
 
 A run folder's checkpoint is read without unpickling anything (tensors and JSON, every value
-checked; see training/runfolder.py), so a run folder someone sent you is safe to export; a run
+checked; see training/checkpoints.py), so a run folder someone sent you is safe to export; a run
 folder of another version of buttonup-env is refused with a sentence naming that version.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
 import tyro
 
-from buttonup_env.learn.onnx_writer import check_exportable, export_onnx
-from buttonup_env.players.bots import GreedyBot, PerfectBot, RandomBot
-from buttonup_env.players.evaluation import EvaluationResult, evaluate
-from buttonup_env.players.exploit import exploitability
-from buttonup_env.players.policy import OnnxPolicy, load_sb3_model
-from buttonup_env.ui.cli import Named, OutputError, check_outputs, run_cli
-from training.common import MAX_MATCHES, code_version, fail, write_card
-from training.runfolder import Checkpoint, RunFolder, RunFolderError
-from training.typed_json import FieldError, Range, check_fields
+from buttonup_env.learn.onnx_writer import check_exportable
+from buttonup_env.players.policy import load_sb3_model
+from buttonup_env.ui.cli import Named, OutputError, check_outputs, fail, run_cli
+from training.cards import checkpoint_training, export_with_card
+from training.checkpoints import Checkpoints
+from training.config import MAX_MATCHES
+from training.runfolder import RunFolder, RunFolderError
+from training.typed_json import Range, check_fields, to_json
 
 CardMatches = Annotated[int, Range(0, MAX_MATCHES)]
-
-EVAL_SEED = 2026
-
-
-def export_with_card(
-    policy: object,
-    out: Path,
-    config: dict,
-    training: dict,
-    random_matches: int,
-    perfect_matches: int,
-    quiet: bool = False,
-    best_response: bool = False,
-    metadata: dict[str, object] | None = None,
-    card: dict[str, object] | None = None,
-    greedy_matches: int = 0,
-) -> dict[str, EvaluationResult]:
-    """Write ``out`` and its card; evaluate against the random, greedy and perfect bots, and
-    (with ``best_response``) measure the exact exploitability. ``metadata`` goes into the ONNX
-    file beside the steps, ``card`` into the card before the targets."""
-    version = code_version()  # before writing: a shipped model rewritten makes the tree dirty
-    export_onnx(policy, out, {"steps": training.get("steps", ""), **(metadata or {})})
-    player = OnnxPolicy(out)
-    results: dict[str, tuple[str, EvaluationResult]] = {}
-    for name, bot, matches in (
-        ("random", RandomBot(), random_matches),
-        ("greedy", GreedyBot(), greedy_matches),
-        ("perfect", PerfectBot(), perfect_matches),
-    ):
-        if matches <= 0:
-            continue
-        if not quiet:
-            print(f"evaluating {out.name} against the {name} bot ({matches} matches)...")
-        result = evaluate(player, bot, matches, seed=EVAL_SEED)
-        command = (
-            f"python training/evaluate.py --model {out} --opponent {name} "
-            f"--matches {matches} --seed {EVAL_SEED}"
-        )
-        results[name] = (command, result)
-        if not quiet:
-            print(result.summary(), end="\n\n")
-    extra: dict[str, object] = {**(card or {})}
-    exploit = None
-    if best_response:
-        if not quiet:
-            print(f"measuring the exploitability of {out.name} (best response, exact)...")
-        exploit = exploitability(player)
-        if not quiet:
-            print(exploit.summary(), end="\n\n")
-    extra["targets"] = targets(results, None if exploit is None else exploit.exploitability)
-    if exploit is not None:
-        extra["exploitability"] = {
-            "command": f"python training/evaluate.py --model {out} --opponent best-response",
-            **asdict(exploit),
-        }
-    write_card(out, config, training, results, extra, exported_with=version)
-    return {name: result for name, (_, result) in results.items()}
-
-
-TARGETS = (
-    # (name, opponent, figure, at least / at most, value)
-    ("regret against the perfect bot", "perfect", "mean_regret", "at most", 0.005),
-    ("matches won against the perfect bot", "perfect", "win_rate", "at least", 0.48),
-    ("regret against the random bot", "random", "mean_regret", "at most", 0.02),
-    ("matches won against the random bot", "random", "win_rate", "at least", 0.995),
-    ("regret against the greedy bot", "greedy", "mean_regret", "at most", 0.02),
-    ("exploitability", "best-response", "exploitability", "at most", 0.1),
-)
-"""What the shipped agent, trained by the full preset (15 minutes of pure self-play), is held
-to; the card says which are met and by how much any is missed."""
-
-
-def targets(
-    results: dict[str, tuple[str, EvaluationResult]], exploit: float | None = None
-) -> list[dict[str, object]]:
-    """Each target the evaluations (and the exploitability, when measured) can judge: the
-    figure, met or not, and the gap."""
-    rows: list[dict[str, object]] = []
-    for name, opponent, figure, sense, value in TARGETS:
-        if opponent == "best-response":
-            if exploit is None:
-                continue
-            measured = exploit
-        elif opponent in results:
-            measured = getattr(results[opponent][1], figure)
-        else:
-            continue
-        gap = measured - value if sense == "at least" else value - measured
-        rows.append(
-            {
-                "target": f"{name} {sense} {value:g}",
-                "measured": round(measured, 4),
-                "met": gap >= 0,
-                "missed_by": None if gap >= 0 else round(-gap, 4),
-            }
-        )
-    if any(not row["met"] for row in rows):
-        rows.append({"what_was_tried": "docs/experiments.md, the results log"})
-    return rows
 
 
 @dataclass
@@ -175,21 +75,6 @@ class ExportArgs:
     """Matches against the perfect bot for the card."""
     best_response: bool = True
     """Also measure the exact exploitability for the card (4 s for the shipped model)."""
-
-
-def checkpoint_training(run: RunFolder, which: str, checkpoint: Checkpoint) -> dict:
-    """The card's training figures of checkpoint ``which`` of ``run``: its steps and training
-    minutes, and the whole run's (its latest checkpoint's), of which it is a point."""
-    training = {
-        "checkpoint": which,
-        "steps": checkpoint.steps,
-        "minutes": round(checkpoint.progress.train_seconds / 60, 1),
-    }
-    if run.has_checkpoint("latest"):
-        latest = run.read_checkpoint("latest")
-        training["run_steps"] = latest.steps
-        training["run_minutes"] = round(latest.progress.train_seconds / 60, 1)
-    return training
 
 
 def check_arguments(args: ExportArgs, out: Path, inputs: list[Named]) -> None:
@@ -319,14 +204,15 @@ def main(argv: list[str] | None = None) -> None:
     ]
     try:  # the run folder first: what is wrong with it matters more than the options
         run = RunFolder.open(args.source)
-        policy, checkpoint = run.load_policy(which)
-        training = checkpoint_training(run, which, checkpoint)
+        checkpoints = Checkpoints(run)
+        policy, checkpoint = checkpoints.load_policy(which)
+        training = checkpoint_training(checkpoints, which, checkpoint)
         rows = run.read_evaluations()
-    except (RunFolderError, FieldError) as error:
+    except RunFolderError as error:
         fail(str(error))
     check_arguments(args, out, inputs)
     if rows:
-        training["periodic_evaluations"] = rows
+        training["periodic_evaluations"] = to_json(rows)
     try:
         export_with_card(
             policy,

@@ -36,7 +36,8 @@ from buttonup_env.game.rules import MAX_TARGET
 from buttonup_env.players.arena import make_player, play_pairs, player_specs
 from buttonup_env.players.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
 from buttonup_env.ui.cli import check_outputs, run_cli, write_output
-from training.common import Matches, Seed, code_version, figure_png, pyplot
+from training.config import Matches, Seed, code_version
+from training.plots import figure_png, pyplot
 from training.typed_json import Range, check_fields
 
 MAX_PLAYERS = 1_000

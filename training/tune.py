@@ -54,24 +54,21 @@ import tyro
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from buttonup_env.players.bots import BOT_NAMES
-from buttonup_env.players.selfplay import OpponentMix
-from buttonup_env.ui.cli import run_cli
-from training.common import fail, final_figures, first_line, open_storage, safe_url
-from training.config import TrainConfig, parse_config, resolve, train_flags, with_settings
-from training.train import train
-from training.typed_json import FieldError, to_json
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-DEFAULT_SPACE = Path(__file__).resolve().parent / "spaces" / "default.toml"
-
-SET_BY_TUNE = ("preset", "seed", "total_steps", "run_name", "runs_dir", "resume", "progress")
-"""TrainConfig fields that tune.py sets for every trial: not in a space, not after ``--``."""
-
-SPEC_KEYS = {"low", "high", "log", "step", "choices"}
+from buttonup_env.ui.cli import fail, run_cli
+from training.config import RunConfig, resolve, train_flags
+from training.runfolder import EvalRow
+from training.search_space import (
+    DEFAULT_SPACE,
+    base_config,
+    check_space,
+    check_train_args,
+    load_space,
+    sample,
+    with_settings,
+)
+from training.studies import final_figures, first_line, open_storage, open_study, safe_url
+from training.trainer import RunStopped, train
+from training.typed_json import to_json
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -131,228 +128,6 @@ class PlacesTaken(Exception):
 
 class TrialError(Exception):
     """A trial that cannot run or failed; the message is one line for the progress output."""
-
-
-# --- the search space --------------------------------------------------------------------
-
-
-def tunable_defaults() -> dict[str, Any]:
-    """The settings a space may sample, with train.py's default value of each (JSON types):
-    TrainConfig's fields, ``opponents.NAME`` for the opponent mix, without SET_BY_TUNE."""
-    defaults = to_json(TrainConfig())
-    settings = {
-        name: value
-        for name, value in defaults.items()
-        if name not in SET_BY_TUNE and name != "opponents"
-    }
-    for name in (f.name for f in dataclasses.fields(OpponentMix)):
-        settings[f"opponents.{name}"] = defaults["opponents"][name]
-    return settings
-
-
-def load_space(path: Path) -> dict[str, dict[str, Any]]:
-    """Read a space file: parameter name -> its spec (``low``/``high``/``log``/``step`` or
-    ``choices``). Nested tables (``[opponents] perfect = {...}``) give dotted names. Bad
-    content ends the script with one error line."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        fail(f"--space {path}: cannot read it as TOML ({error})")
-    known = tunable_defaults()
-    space: dict[str, dict[str, Any]] = {}
-
-    def walk(table: dict[str, Any], prefix: str) -> None:
-        for key, value in table.items():
-            name = prefix + key
-            if isinstance(value, dict) and not SPEC_KEYS & set(value) and value:
-                walk(value, name + ".")
-                continue
-            if name not in known:
-                fail(
-                    f"--space {path}: unknown parameter {name!r}; a space samples these "
-                    f"train.py settings: {', '.join(sorted(known))}"
-                )
-            if not isinstance(value, dict):
-                fail(f"--space {path}: {name} needs a table (low/high or choices), got {value!r}")
-            space[name] = check_spec(path, name, value)
-
-    walk(data, "")
-    if not space:
-        fail(f"--space {path}: no parameter to sample")
-    return space
-
-
-def check_spec(path: Path, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """One parameter's spec, checked for its shape (the values are checked by train.py)."""
-    unknown = sorted(set(spec) - SPEC_KEYS)
-    if unknown:
-        fail(f"--space {path}: {name}: unknown key {unknown[0]!r} (known: {sorted(SPEC_KEYS)})")
-    if "choices" in spec:
-        choices = spec["choices"]
-        if set(spec) != {"choices"}:
-            fail(f"--space {path}: {name}: choices cannot go with low/high/log/step")
-        if not isinstance(choices, list) or not choices:
-            fail(f"--space {path}: {name}: choices must be a non-empty list")
-        return {"choices": choices}
-    if not {"low", "high"} <= set(spec):
-        fail(f"--space {path}: {name}: give low and high, or choices")
-    low, high = spec["low"], spec["high"]
-    for value in (low, high, spec.get("step", 1)):
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            fail(f"--space {path}: {name}: low, high and step must be numbers, got {value!r}")
-    if not low < high:
-        fail(f"--space {path}: {name}: low must be below high, got {low} and {high}")
-    if not isinstance(spec.get("log", False), bool):
-        fail(f"--space {path}: {name}: log must be true or false")
-    if spec.get("log") and "step" in spec:
-        fail(f"--space {path}: {name}: step cannot go with log = true")
-    if spec.get("log") and low <= 0:
-        fail(f"--space {path}: {name}: log = true needs low > 0, got {low}")
-    if "step" in spec and not spec["step"] > 0:
-        fail(f"--space {path}: {name}: step must be > 0, got {spec['step']}")
-    return dict(spec)
-
-
-def encode_choice(value: Any) -> Any:
-    """A choice as Optuna stores it: lists (``hidden``) as space-separated strings."""
-    return " ".join(str(v) for v in value) if isinstance(value, list) else value
-
-
-def sample(trial: Trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Sample every parameter of ``space`` for ``trial``: the settings, by name."""
-    values: dict[str, Any] = {}
-    for name, spec in space.items():
-        if "choices" in spec:
-            choices = {encode_choice(choice): choice for choice in spec["choices"]}
-            values[name] = choices[trial.suggest_categorical(name, list(choices))]
-        elif all(isinstance(spec[k], int) for k in ("low", "high")) and isinstance(
-            spec.get("step", 1), int
-        ):
-            values[name] = trial.suggest_int(
-                name,
-                spec["low"],
-                spec["high"],
-                step=spec.get("step", 1),
-                log=spec.get("log", False),
-            )
-        else:
-            values[name] = trial.suggest_float(
-                name,
-                float(spec["low"]),
-                float(spec["high"]),
-                step=spec.get("step"),
-                log=spec.get("log", False),
-            )
-    return values
-
-
-# --- train.py's config ---------------------------------------------------------------------
-
-
-def base_config(settings: dict[str, Any], seed: int) -> TrainConfig:
-    """The config (not yet resolved) every trial of the study starts from: train.py's flags
-    after ``--``, the study's preset and steps, and ``seed``; one worker per trial unless
-    ``--workers`` is among the flags (docs/training.md: splitting the cores). tyro refuses a
-    bad flag as it does for train.py, with its message and exit status 2."""
-    config = parse_config(settings["train_args"], prog="tune.py [TUNE FLAGS] --")
-    given = {token.split("=", 1)[0] for token in settings["train_args"]}
-    workers = config.workers if "--workers" in given else 1  # the cores go to the sweep's workers
-    return dataclasses.replace(
-        config, preset=settings["preset"], total_steps=settings["steps"], seed=seed, workers=workers
-    )
-
-
-def check_train_args(train_args: list[str]) -> None:
-    """Refuse the flags after ``--`` that tune.py sets itself."""
-    own = {"--" + name.replace("_", "-") for name in SET_BY_TUNE} | {"--no-progress"}
-    for token in train_args:
-        flag = token.split("=", 1)[0].replace("_", "-")
-        if flag in own:
-            tune_flag = {"--total-steps": "--steps", "--runs-dir": "--runs-dir"}.get(flag, flag)
-            hint = (
-                f" (give {tune_flag} to tune.py, before --)"
-                if flag in ("--preset", "--seed", "--total-steps", "--runs-dir")
-                else ""
-            )
-            fail(f"{flag} after -- is set by tune.py for every trial{hint}")
-
-
-def check_space(space: dict[str, dict[str, Any]], settings: dict[str, Any], path: Path) -> None:
-    """Each bound and choice of ``space`` must make, alone on top of the study's flags, a
-    configuration train.py accepts (combinations are checked when a trial is sampled)."""
-    given = {t.split("=", 1)[0].replace("_", "-") for t in settings["train_args"]}
-    base = base_config(settings, settings["seed"])
-    for name, spec in space.items():
-        flag = "--" + name.replace("_", "-")
-        if {flag, flag.replace("--", "--no-", 1)} & given:
-            fail(f"--space {path}: {name} is also set by a flag after --; give it in one place")
-        for value in spec.get("choices", [spec.get("low"), spec.get("high")]):
-            try:
-                resolve(with_settings(base, {name: value}, f"--space {path}"))
-            except FieldError as error:
-                fail(str(error))
-            except ValueError as error:
-                fail(f"--space {path}: {name} = {value!r} is refused by train.py: {error}")
-
-
-# --- storage and study -------------------------------------------------------------------
-
-
-def make_pruner(settings: dict[str, Any]) -> optuna.pruners.BasePruner:
-    """The median pruner for a sweep (never at step 0: the untrained policy), else none."""
-    if settings["mode"] == "sweep" and settings["pruner"] == "median":
-        return optuna.pruners.MedianPruner(
-            n_startup_trials=settings["startup_trials"], n_warmup_steps=1
-        )
-    return optuna.pruners.NopPruner()
-
-
-def make_sampler() -> optuna.samplers.BaseSampler:
-    """TPE; constant_liar keeps parallel workers from sampling the same point."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(constant_liar=True)
-
-
-def open_study(
-    storage: optuna.storages.RDBStorage, name: str, settings: dict[str, Any] | None, url: str
-) -> tuple[optuna.Study, dict[str, Any]]:
-    """Create or join the study ``name`` with ``settings``, or (``settings`` None: --resume)
-    load it with its own. A study made with other settings, or none to resume, ends the script
-    with one error line."""
-    if settings is None:
-        try:
-            study = optuna.load_study(study_name=name, storage=storage)
-        except KeyError:
-            fail(
-                f"--resume: there is no study {name!r} in {safe_url(url)}; "
-                f"start it without --resume"
-            )
-        settings = study.user_attrs.get("tune")
-        if not isinstance(settings, dict):
-            fail(f"study {name!r} in {safe_url(url)} was not made by training/tune.py")
-    study = optuna.create_study(
-        study_name=name,
-        storage=storage,
-        direction="minimize",
-        load_if_exists=True,
-        sampler=make_sampler(),
-        pruner=make_pruner(settings),
-    )
-    stored = study.user_attrs.get("tune")
-    if stored is None:
-        study.set_user_attr("tune", settings)
-    elif stored != settings:
-        differ = ", ".join(
-            f"{key}: {stored.get(key)!r} there, {settings.get(key)!r} here"
-            for key in sorted(set(stored) | set(settings))
-            if stored.get(key) != settings.get(key)
-        )
-        fail(
-            f"study {name!r} was created with other settings ({differ}); give the same ones, "
-            f"or --resume to go on with the study's, or pick another --study"
-        )
-    return study, settings
 
 
 # --- the workers -------------------------------------------------------------------------
@@ -454,11 +229,11 @@ class Worker:
             trial.set_user_attr("places_taken", True)
             trial.set_user_attr("error", str(error))
             raise
-        except SystemExit as error:  # train.py stopped: Ctrl-C / kill (130) or refused (2)
-            if error.code == 130:
+        except RunStopped as stop:  # the training stopped: Ctrl-C / kill (130) or refused (2)
+            if stop.status == 130:
                 trial.set_user_attr("error", "interrupted (Ctrl-C or kill)")
                 raise KeyboardInterrupt from None
-            message = f"train.py stopped with exit status {error.code}"
+            message = f"train.py stopped with exit status {stop.status}"
             trial.set_user_attr("error", message)
             raise TrialError(message) from None
         except KeyboardInterrupt:
@@ -505,14 +280,14 @@ class Worker:
         }.items():
             trial.set_user_attr(key, value)
 
-        evals: list[dict[str, Any]] = []
+        evals: list[EvalRow] = []
 
-        def on_eval(row: dict[str, Any]) -> None:
+        def on_eval(row: EvalRow) -> None:
             evals.append(row)
-            trial.set_user_attr("evals", evals)
-            trial.report(float(row["regret_perfect"]), int(row["steps"]))
+            trial.set_user_attr("evals", to_json(evals))
+            trial.report(row.regret_perfect, row.steps)
             if not budget_reached(config, row) and trial.should_prune():
-                raise optuna.TrialPruned(f"pruned at step {row['steps']:,}")
+                raise optuna.TrialPruned(f"pruned at step {row.steps:,}")
 
         self.study_dir.mkdir(parents=True, exist_ok=True)
         with (
@@ -528,7 +303,7 @@ class Worker:
         return float(final["regret_perfect"])
 
     def record(
-        self, trial: Trial, run_dir: Path, evals: list[dict[str, Any]], state: str, measure: bool
+        self, trial: Trial, run_dir: Path, evals: list[EvalRow], state: str, measure: bool
     ) -> dict[str, Any]:
         """Store the trial's final figures (attribute ``final`` and the run's trial.json)."""
         final = final_figures(run_dir, evals, measure)
@@ -540,7 +315,7 @@ class Worker:
             **{k: trial.user_attrs.get(k) for k in ("place", "seed", "worker", "command")},
             "params": trial.params,
             "final": final,
-            "evals": evals,
+            "evals": to_json(evals),
         }
         (run_dir / "trial.json").write_text(json.dumps(card, indent=2) + "\n")
         return final
@@ -569,11 +344,11 @@ class Worker:
         print(f"{line}{seed}  {tail}{where}", flush=True)
 
 
-def budget_reached(config: TrainConfig, row: dict[str, Any]) -> bool:
+def budget_reached(config: RunConfig, row: EvalRow) -> bool:
     """Whether the evaluation ``row`` is the one at the end of the training (its steps, or the
     time budget of a train.py that has --minutes): pruning there would stop nothing."""
-    minutes = getattr(config, "minutes", None)
-    return row["steps"] >= config.total_steps or bool(minutes and row["minutes"] >= minutes)
+    minutes = config.minutes
+    return row.steps >= config.total_steps or bool(minutes and row.minutes >= minutes)
 
 
 def report_stale(study: optuna.Study, trial: FrozenTrial) -> None:

@@ -1,7 +1,7 @@
 """One reader and one writer between JSON and typed dataclasses.
 
 A run folder's files (``config.json`` as a :class:`~training.config.TrainConfig`, each
-checkpoint's ``NAME.json`` as a :class:`~training.runfolder.Checkpoint`) and the settings that
+checkpoint's ``NAME.json`` as a :class:`~training.checkpoints.Checkpoint`) and the settings that
 ``tune.py`` samples are read through :func:`from_json` and written through :func:`to_json`.
 
 The reader checks every value against its field's type hint as it reads it: whole numbers,
@@ -134,9 +134,15 @@ def check_fields(value: Any, source: Path | str | None = None) -> None:
 
 def to_json(value: Any) -> Any:
     """``value`` (a dataclass, or what one holds) as JSON data: dataclasses and dicts as
-    objects, tuples and lists as lists, paths as strings."""
+    objects (a field marked :class:`Omittable` left out when it is None), tuples and lists as
+    lists, paths as strings."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        hints = type_hints(type(value))
+        return {
+            f.name: to_json(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not (getattr(value, f.name) is None and _omittable(hints[f.name]))
+        }
     if isinstance(value, dict):
         return {key: to_json(item) for key, item in value.items()}
     if isinstance(value, tuple | list):
@@ -175,10 +181,6 @@ def type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def _is_whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _span(bounds: Range | None) -> str:
     if bounds is None:
         return ""
@@ -205,54 +207,49 @@ def _kind(hint: Any) -> str:
     return words.get(hint, f"a {getattr(hint, '__name__', hint)}")
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """The bounds a field's hint carries (``Annotated[int, Range(0, 9)]``), none by default."""
+
+    range: Range | None = None
+    length: int | None = None
+    pattern: Pattern | None = None
+
+
+def unpacked(hint: Any) -> tuple[Any, Bounds]:
+    """The type of ``hint`` and the bounds written into it."""
+    if typing.get_origin(hint) is not Annotated:
+        return hint, Bounds()
+    hint, *extras = typing.get_args(hint)
+    found: dict[str, Any] = {}
+    for extra in extras:
+        if isinstance(extra, Range):
+            found["range"] = extra
+        elif isinstance(extra, Length):
+            found["length"] = extra.items
+        elif isinstance(extra, Pattern):
+            found["pattern"] = extra
+    return hint, Bounds(**found)
+
+
 def _read(hint: Any, value: object, reader: Reader, field: str) -> Any:
     """``value`` read as the type ``hint`` (see :func:`from_json`)."""
-    bounds = length = pattern = None
-    if typing.get_origin(hint) is Annotated:
-        hint, *extras = typing.get_args(hint)
-        for extra in extras:
-            if isinstance(extra, Omittable):
-                continue
-            if isinstance(extra, Range):
-                bounds = extra
-            elif isinstance(extra, Length):
-                length = extra.items
-            elif isinstance(extra, Pattern):
-                pattern = extra
+    hint, bounds = unpacked(hint)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        if len(options) == 1:
-            return _read(options[0], value, reader, field)
-        for option in options:  # the first type that reads the value (``int | Literal["auto"]``)
-            try:
-                return _read(option, value, reader, field)
-            except FieldError:
-                pass
-        raise reader.error(field, value, f"it must be {' or '.join(map(_kind, options))}")
+        return _read_union(args, value, reader, field)
     if hint is Any:
         return value
+    if hint is type(None):
+        if value is not None:
+            raise reader.error(field, value, "it must be null")
+        return None
     if origin is Literal:
         if any(type(value) is type(a) and value == a for a in args):
             return value
         raise reader.error(field, value, f"it must be one of {', '.join(map(repr, args))}")
     if origin is tuple:
-        if not isinstance(value, list):
-            raise reader.error(field, value, "it must be a list")
-        if len(args) == 2 and args[1] is Ellipsis:
-            hints = [args[0]] * len(value)
-        else:
-            hints, length = list(args), len(args)
-        if length is not None and len(value) != length:
-            raise reader.say(field, f"has {len(value)} items; it must have {length}")
-        if all(h is Any for h in hints):  # checked where they are used
-            return tuple(value)
-        return tuple(
-            _read(h, v, reader, f"{field}[{i}]")
-            for i, (h, v) in enumerate(zip(hints, value, strict=True))
-        )
+        return _read_tuple(args, bounds.length, value, reader, field)
     if origin is dict:
         if not isinstance(value, dict):
             raise reader.error(field, value, "it must be a JSON object")
@@ -262,42 +259,87 @@ def _read(hint: Any, value: object, reader: Reader, field: str) -> Any:
             key = _read(key_hint, key, reader, f"a key of {field}")
             items[key] = _read(item_hint, item, reader, f"{field}.{key_shown(key)}")
         return items
+    if dataclasses.is_dataclass(hint):
+        return _read_dataclass(hint, value, reader, field)
+    return _read_plain(hint, bounds, value, reader, field)
+
+
+def _read_union(args: tuple[Any, ...], value: object, reader: Reader, field: str) -> Any:
+    """``value`` read as the first type of the union ``args`` that reads it (``int |
+    Literal["auto"]``); None where the union allows it."""
+    if value is None and type(None) in args:
+        return None
+    options = [a for a in args if a is not type(None)]
+    if len(options) == 1:
+        return _read(options[0], value, reader, field)
+    for option in options:
+        try:
+            return _read(option, value, reader, field)
+        except FieldError:
+            pass
+    raise reader.error(field, value, f"it must be {' or '.join(map(_kind, options))}")
+
+
+def _read_tuple(
+    args: tuple[Any, ...], length: int | None, value: object, reader: Reader, field: str
+) -> tuple[Any, ...]:
+    """``value`` read as a tuple of the item types ``args`` (``(T, ...)``: of any length, or
+    of ``length``)."""
+    if not isinstance(value, list):
+        raise reader.error(field, value, "it must be a list")
+    if len(args) == 2 and args[1] is Ellipsis:
+        hints = [args[0]] * len(value)
+    else:
+        hints, length = list(args), len(args)
+    if length is not None and len(value) != length:
+        raise reader.say(field, f"has {len(value)} items; it must have {length}")
+    if all(h is Any for h in hints):  # checked where they are used
+        return tuple(value)
+    return tuple(
+        _read(h, v, reader, f"{field}[{i}]")
+        for i, (h, v) in enumerate(zip(hints, value, strict=True))
+    )
+
+
+def _read_plain(hint: Any, bounds: Bounds, value: object, reader: Reader, field: str) -> Any:
+    """``value`` read as true or false, a whole or finite number in ``bounds``, a string
+    matching its pattern, or a path."""
+    span = bounds.range
     if hint is bool:
         if not isinstance(value, bool):
             raise reader.error(field, value, "it must be true or false")
         return value
     if hint is int:
-        ok = _is_whole(value) and (
-            bounds is None
-            or (bounds.low <= value and (bounds.high is None or value <= bounds.high))  # type: ignore[operator]
-        )
-        if not ok:
-            raise reader.error(field, value, f"it must be a whole number{_span(bounds)}")
+        if isinstance(value, bool) or not isinstance(value, int) or not _within(value, span):
+            raise reader.error(field, value, f"it must be a whole number{_span(span)}")
         return value
     if hint is float:
-        ok = (
-            isinstance(value, int | float)
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-            and (bounds is None or bounds.low <= value)
-            and (bounds is None or bounds.high is None or value <= bounds.high)
-        )
-        if not ok:
-            raise reader.error(field, value, f"it must be a finite number{_span(bounds)}")
-        return float(value)  # type: ignore[arg-type]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not _within(value, span)
+        ):
+            raise reader.error(field, value, f"it must be a finite number{_span(span)}")
+        return float(value)
     if hint is str:
         if not isinstance(value, str):
             raise reader.error(field, value, "it must be a string")
-        if pattern is not None and not re.fullmatch(pattern.regex, value):
-            raise reader.error(field, value, f"it must be {pattern.what}")
+        if bounds.pattern is not None and not re.fullmatch(bounds.pattern.regex, value):
+            raise reader.error(field, value, f"it must be {bounds.pattern.what}")
         return value
     if isinstance(hint, type) and issubclass(hint, PurePath):
         if not isinstance(value, str):
             raise reader.error(field, value, "it must be a path, as a string")
         return hint(value)
-    if dataclasses.is_dataclass(hint):
-        return _read_dataclass(hint, value, reader, field)  # type: ignore[arg-type]
     raise TypeError(f"{field}: cannot read the type {hint} from JSON")  # pragma: no cover
+
+
+def _within(value: float, bounds: Range | None) -> bool:
+    """Whether ``value`` is within ``bounds`` (None: any)."""
+    if bounds is None:
+        return True
+    return bounds.low <= value and (bounds.high is None or value <= bounds.high)
 
 
 def _omittable(hint: Any) -> bool:
@@ -306,11 +348,11 @@ def _omittable(hint: Any) -> bool:
     )
 
 
-def _read_dataclass(cls: type[T], value: object, reader: Reader, where: str) -> T:
+def _read_dataclass(cls: Any, value: object, reader: Reader, where: str) -> Any:
     if not isinstance(value, dict):
         raise reader.error(where, value, "it must be a JSON object")
     hints = type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
     prefix = f"{where}." if where else ""
     unknown = sorted(set(value) - set(names), key=str)
     if unknown:

@@ -23,6 +23,11 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 """``os.O_NOFOLLOW`` where the platform has it: opening a symbolic link fails (``ELOOP``)."""
 
 
+def reason(error: OSError) -> str:
+    """Why an ``OSError`` happened, in a few words (``No such file or directory``)."""
+    return error.strerror or str(error) or type(error).__name__
+
+
 def _umask() -> int:
     """The process's umask (read once, at import, before any thread could make files)."""
     mask = os.umask(0o022)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from ..game.files import write_atomically
+from ..game.files import reason, write_atomically
 
 
 def whole_number(minimum: int, what: str, maximum: int | None = None) -> Callable[[str], int]:
@@ -182,11 +182,6 @@ FORCE_HELP = (
 
 class OutputError(ValueError):
     """An output file that the command cannot or may not write; the message is one sentence."""
-
-
-def reason(error: OSError) -> str:
-    """Why an ``OSError`` happened, in a few words (``No such file or directory``)."""
-    return error.strerror or str(error) or type(error).__name__
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

@@ -1,5 +1,14 @@
 """Data-parallel training on torch.distributed: one run trained by several processes, the
-workers, on one machine (``train.py --workers N``) or on several (``torchrun``).
+workers, on one machine (``train.py --workers N``) or on several (``torchrun``); and who does
+what among them.
+
+A run's processes are a team: :class:`WorkerGroup` for several workers, :class:`Solo` for a
+run of one process, which answers the same questions (its collectives give back what it
+holds). The rank logic lives here, in their methods: worker 0 is the :attr:`~Team.leader`
+(it reads and writes the run folder, prints, shows the progress bar, plays the periodic
+evaluation's matches against the bots, exports at the end); :meth:`~Team.rater` says which
+worker plays the rating matches against the ladder meanwhile; :meth:`~Team.share_file` gives
+every worker worker 0's new snapshot.
 
 Every worker steps its own batched env and collects its own rollouts, its seeds derived from
 the run's seed and its rank (:func:`rank_seed`), and computes the gradients of its own
@@ -10,15 +19,16 @@ gradient norm is clipped on the averages. Every worker runs the same steps, mini
 epochs, and meets the others at the same points: each rollout's start
 (:meth:`WorkerGroup.agree`: worker 0's clock, and whether any worker was asked to stop), each
 snapshot (:meth:`WorkerGroup.share`) and each checkpoint (:meth:`WorkerGroup.gather`: every
-worker's resume point, which worker 0 writes). training/train.py says what happens there.
+worker's resume point, which worker 0 writes). training/trainer.py says what happens there.
 
 ``train.py --workers N`` makes this process worker 0 and starts workers 1 to N-1 as its
 children (:func:`launch`); ``torchrun`` starts every worker itself, and each finds its rank in
 the environment (:func:`from_environment`). The process group is gloo for CPU tensors (the
 network trains on the CPU), with NCCL beside it for CUDA tensors where there is CUDA.
 
-Workers on one machine average their gradients through shared memory (:class:`SharedGradients`)
-rather than gloo's sockets: they meet there 16 times a rollout, and on a 2-core virtual
+Workers on one machine average their gradients through shared memory
+(:class:`~training.shared_memory.SharedGradients`) rather than gloo's sockets: they meet
+there 16 times a rollout, and on a 2-core virtual
 machine a backward pass with gloo's exchange took 3.3 times as long
 (benchmarks/bench_exchange.py), and a 2-worker run went 1.3 times as fast.
 
@@ -30,18 +40,16 @@ and worker 0 says which worker it was when it started it.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import ctypes
 import hashlib
-import mmap
 import os
-import platform
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -51,6 +59,8 @@ import numpy as np
 import torch as th
 import torch.distributed as dist
 from torch import nn
+
+from training.shared_memory import SharedGradients
 
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)
 """How long a worker waits for the others at a collective before it gives up on them: longer
@@ -69,6 +79,36 @@ LAUNCHED = "BUTTONUP_ENV_WORKER"
 
 ROOT = Path(__file__).resolve().parent.parent
 """The folder that holds the ``training`` package: the children import it from there."""
+
+
+MAX_AUTO_WORKERS = 8
+"""The most workers ``--workers auto`` starts: each worker adds its rollout to every update,
+and beyond 8 the run's minibatch (8 x batch_size) is larger than the runs measured."""
+
+
+def physical_cores() -> int:
+    """The physical cores this process may run on: the CPUs of its affinity, two hardware
+    threads of one core counted once (read from Linux's ``/sys``; elsewhere, or where it cannot
+    be read, the logical CPUs)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+    cores = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            core = (topology / "core_id").read_text().strip()
+        except OSError:
+            return len(cpus)
+        cores.add((package, core))
+    return max(1, len(cores))
+
+
+def auto_workers() -> int:
+    """What ``--workers auto`` gives: the physical cores, at most :data:`MAX_AUTO_WORKERS`."""
+    return min(physical_cores(), MAX_AUTO_WORKERS)
 
 
 class WorkerLost(RuntimeError):
@@ -99,8 +139,111 @@ def digest(module: nn.Module) -> str:
     return sha.hexdigest()
 
 
+class Team(abc.ABC):
+    """The processes that train a run together, as one of them sees them: its ``rank`` of
+    ``size``. The roles (who writes, who prints, who rates) are answered here, for
+    :class:`Solo` and :class:`WorkerGroup` alike."""
+
+    rank: int
+    size: int
+
+    @property
+    def leader(self) -> bool:
+        """Worker 0: it reads and writes the run folder, prints, shows the progress bar,
+        plays the periodic evaluations' matches against the bots and exports at the end."""
+        return self.rank == 0
+
+    @property
+    def together(self) -> bool:
+        """Several workers: they agree at each rollout's start on the time and on stopping,
+        and meet at every snapshot and checkpoint."""
+        return self.size > 1
+
+    def say(self, message: str) -> None:
+        """Print ``message`` once for the run: worker 0 prints, the others do not."""
+        if self.leader:
+            print(message)
+
+    def rater(self, together: bool) -> int:
+        """The worker that plays a periodic evaluation's rating matches against the ladder:
+        worker 1 while worker 0 plays the bots' matches, when several workers evaluate
+        ``together`` (every one calls at the same step), else worker 0 itself."""
+        return 1 if together and self.together else 0
+
+    def share_file(self, path: Path, write: Callable[[Path], object]) -> None:
+        """Worker 0 writes ``path`` with ``write``, and every other worker a copy of its bytes
+        (into its own mirror of the run folder)."""
+        if self.leader:
+            write(path)
+        data = self.share(path.read_bytes() if self.leader and self.together else None)
+        if not self.leader:
+            path.write_bytes(data)
+
+    # --- the collectives: every worker calls each at the same point of the run
+
+    @abc.abstractmethod
+    def share(self, value: Any = None) -> Any:
+        """Worker 0's ``value``, on every worker."""
+
+    @abc.abstractmethod
+    def gather(self, value: Any) -> list[Any] | None:
+        """Every worker's ``value`` in rank order, on worker 0 (None on the others)."""
+
+    @abc.abstractmethod
+    def agree(self, seconds: float, stop: bool) -> tuple[float, bool]:
+        """Worker 0's ``seconds`` (its training time), and whether any worker's ``stop`` is
+        true, on every worker."""
+
+    @abc.abstractmethod
+    def broadcast_parameters(self, module: nn.Module) -> None:
+        """Give every worker worker 0's parameters of ``module``."""
+
+    @abc.abstractmethod
+    def average_gradients(
+        self, parameters: Iterable[nn.Parameter], shared_memory: bool = True
+    ) -> bool:
+        """Average the gradients of ``parameters`` over the workers at the end of every
+        backward pass; whether they go through shared memory."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Leave the team."""
+
+
 @dataclass
-class WorkerGroup:
+class Solo(Team):
+    """A run of one process, without torch.distributed: the team of one, whose collectives
+    give back what it holds and whose other calls do nothing."""
+
+    rank: int = 0
+    size: int = 1
+    launched: bool = False
+    children: list[subprocess.Popen] = field(default_factory=list)
+
+    def share(self, value: Any = None) -> Any:
+        return value
+
+    def gather(self, value: Any) -> list[Any] | None:
+        return [value]
+
+    def agree(self, seconds: float, stop: bool) -> tuple[float, bool]:
+        return seconds, stop
+
+    def broadcast_parameters(self, module: nn.Module) -> None:
+        """Nothing to share."""
+
+    def average_gradients(
+        self, parameters: Iterable[nn.Parameter], shared_memory: bool = True
+    ) -> bool:
+        """Nothing to average: the gradients are this process's own."""
+        return False
+
+    def close(self) -> None:
+        """Nothing to leave."""
+
+
+@dataclass
+class WorkerGroup(Team):
     """This process's place among the run's workers: its ``rank`` of ``size``, and the
     process group that joins them (made by :func:`launch` or :func:`from_environment`)."""
 
@@ -111,11 +254,6 @@ class WorkerGroup:
     launched: bool = False
     """Started by ``train.py --workers N`` (not torchrun)."""
     _exchanges: list[SharedGradients] = field(default_factory=list, repr=False)
-
-    @property
-    def leader(self) -> bool:
-        """Worker 0: the one that reads and writes the run folder."""
-        return self.rank == 0
 
     # --- the collectives; each raises WorkerLost when another worker is gone
 
@@ -168,18 +306,20 @@ class WorkerGroup:
         A hook on each parameter counts the gradients accumulated; the last one gathers every
         worker's gradients as one flat tensor and replaces each with the sum in rank order
         divided by the number of workers: the same bits on every worker. The gradients go
-        through shared memory when every worker can map it (:class:`SharedGradients`;
-        ``shared_memory`` False: never), otherwise through gloo's ``all_gather`` (on this
-        machine a third of the time of an ``all_reduce`` of the same tensor). Every
-        parameter must get a gradient in every backward pass (the policy's do). Every worker
-        calls this at the same point of the run. Returns whether the gradients go through
-        shared memory."""
+        through shared memory when every worker can map it
+        (:class:`~training.shared_memory.SharedGradients`; ``shared_memory`` False: never),
+        otherwise through gloo's ``all_gather`` (on this machine a third of the time of an
+        ``all_reduce`` of the same tensor). Every parameter must get a gradient in every
+        backward pass (the policy's do). Every worker calls this at the same point of the run.
+        Returns whether the gradients go through shared memory."""
         parameters = [p for p in parameters if p.requires_grad]
         sizes = [p.numel() for p in parameters]
         dtypes = {p.dtype for p in parameters}
         on_cpu = all(p.device.type == "cpu" for p in parameters) and len(dtypes) == 1
         exchange = (
-            SharedGradients.open(self, sum(sizes), *dtypes) if shared_memory and on_cpu else None
+            SharedGradients.open(self, sum(sizes), *dtypes, timeout=COLLECTIVE_TIMEOUT)
+            if shared_memory and on_cpu
+            else None
         )
         if exchange is not None:
             self._exchanges.append(exchange)
@@ -255,152 +395,6 @@ class WorkerGroup:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-
-
-TOTAL_STORE_ORDER = {"x86_64", "amd64", "i386", "i686", "x86"}
-"""Processor architectures (``platform.machine()``) whose stores become visible to other cores
-in program order (x86's total store order): there a worker that sees another's counter
-advance sees the gradients written before it, without fences, which Python cannot issue."""
-
-
-class SharedGradients:
-    """The workers' gradient exchange through one shared memory map, for workers on one
-    machine: a slot of gradients per worker, and per worker two counters of exchanges (one
-    cache line each), the ones it has written and the ones it has read.
-
-    In exchange ``i`` a worker waits until every worker has read exchange ``i - 1`` (its slot
-    is then free), writes its gradients into its slot, counts ``i`` written, waits until every
-    worker has written ``i``, reads every slot, and counts ``i`` read (:meth:`done`). The
-    waiting spins, yielding the core to whatever else wants it, and looks every half second
-    whether the others' processes are alive: a dead one raises :class:`WorkerLost`, as a
-    failed gloo collective does, and so does silence for :data:`COLLECTIVE_TIMEOUT`. It is
-    used only on processors with total store order (:data:`TOTAL_STORE_ORDER`), where the
-    counters' order is the gradients' order.
-
-    Worker 0 makes the map (a temporary file, in ``/dev/shm`` where there is one) and writes
-    a random token into it; the others open the file and read the token back. Only when every
-    worker found it do they use the map, and the file is deleted as soon as all have mapped
-    it (the memory lives until the last one closes it): otherwise they use gloo."""
-
-    WRITTEN, READ, PID = 0, 1, 2
-    """Columns of a worker's counter line: exchanges written, exchanges read, process id."""
-    LINE = 8
-    """int64 numbers per worker's counter line (64 bytes: one cache line)."""
-
-    def __init__(self, group: WorkerGroup, memory: mmap.mmap, numel: int, dtype: th.dtype):
-        self.group = group
-        self.memory = memory
-        size, line = group.size, self.LINE
-        self.counters = np.frombuffer(memory, dtype=np.int64, count=size * line).reshape(size, line)
-        offset = self.counters.nbytes
-        self.slots = [
-            th.frombuffer(
-                memory, dtype=dtype, count=numel, offset=offset + rank * numel * dtype.itemsize
-            )
-            for rank in range(size)
-        ]
-        self.count = 0
-        self.counters[group.rank, self.PID] = os.getpid()
-
-    @classmethod
-    def open(cls, group: WorkerGroup, numel: int, dtype: th.dtype) -> SharedGradients | None:
-        """The exchange of ``numel`` gradients of type ``dtype`` for ``group``, or None when
-        its workers cannot all map the same memory. Every worker calls it at once."""
-        if platform.machine().lower() not in TOTAL_STORE_ORDER:
-            return None
-        size = group.size
-        counters = size * cls.LINE * 8
-        length = counters + size * numel * dtype.itemsize
-        token = os.urandom(16).hex().encode()  # in worker 0's slot, which its gradients overwrite
-        made = None
-        if group.leader:
-            folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
-            with contextlib.suppress(OSError):
-                fd, made = tempfile.mkstemp(prefix="buttonup-gradients-", dir=folder)
-                with os.fdopen(fd, "r+b") as file:
-                    file.truncate(length)  # zeros: the counters start at 0
-                    if hasattr(os, "posix_fallocate"):  # no room: an error now, not SIGBUS later
-                        os.posix_fallocate(file.fileno(), 0, length)
-                    file.seek(counters)
-                    file.write(token)
-        memory = None
-        try:  # the file goes however this ends (a worker lost in the collectives, say)
-            path, token = group.share((made, token))
-            if path is not None:
-                with contextlib.suppress(OSError, ValueError), open(path, "r+b") as file:
-                    candidate = mmap.mmap(file.fileno(), length)
-                    if candidate[counters : counters + len(token)] == token:
-                        memory = candidate
-                    else:
-                        candidate.close()
-            mapped = group.every(memory is not None)
-        finally:
-            if made is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(made)
-        if not mapped:
-            if memory is not None:
-                memory.close()
-            return None
-        return cls(group, memory, numel, dtype)
-
-    def exchange(self, mine: th.Tensor) -> list[th.Tensor]:
-        """Write ``mine`` and return every worker's gradients of this exchange, in rank order
-        (views of the shared memory, valid until :meth:`done`)."""
-        self.count += 1
-        self._wait(self.READ, self.count - 1)
-        self.slots[self.group.rank].copy_(mine)
-        self.counters[self.group.rank, self.WRITTEN] = self.count
-        self._wait(self.WRITTEN, self.count)
-        return self.slots
-
-    def done(self) -> None:
-        """Count this exchange read: the others may write their next gradients."""
-        self.counters[self.group.rank, self.READ] = self.count
-
-    def _wait(self, column: int, count: int) -> None:
-        counts = self.counters[:, column]
-        if (counts >= count).all():
-            return
-        start = last_look = time.monotonic()
-        while not (counts >= count).all():
-            os.sched_yield()
-            now = time.monotonic()
-            if now - last_look > 0.5:
-                last_look = now
-                self._look(now - start)
-
-    def _look(self, waited: float) -> None:
-        """Raise :class:`WorkerLost` when another worker's process is gone, or after
-        :data:`COLLECTIVE_TIMEOUT` of waiting."""
-        for child in self.group.children:
-            if child.poll() is not None:
-                raise self.group.lost(RuntimeError("a worker's process is gone"))
-        for rank, pid in enumerate(self.counters[:, self.PID]):
-            if rank != self.group.rank and pid > 0 and not alive(int(pid)):
-                raise self.group.lost(RuntimeError(f"worker {rank}'s process is gone"))
-        if waited > COLLECTIVE_TIMEOUT.total_seconds():
-            raise self.group.lost(RuntimeError("the gradient exchange timed out"))
-
-    def close(self) -> None:
-        """Unmap the memory (the views of it go first)."""
-        del self.counters, self.slots
-        with contextlib.suppress(BufferError):
-            self.memory.close()
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (a dead child not yet reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    return True
 
 
 @contextlib.contextmanager

@@ -1,0 +1,95 @@
+"""Pictures of training: matplotlib drawing into files only, and the learning curve of a run's
+periodic evaluations (``learning_curve.png``)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from buttonup_env.players.bots import BOT_NAMES
+from buttonup_env.ui.cli import write_output
+from training.runfolder import EvalRow
+
+
+def regret_ticks(regrets: list[float]) -> list[float]:
+    """The labelled ticks of a learning curve's log regret axis: 1-2-5 steps from 0.002 to 2,
+    those within a factor of 2 of the regrets plotted (a fixed list would leave the lower part
+    of a good run's curve unlabelled, and ``set_yticks`` widens the axis to any tick outside
+    the data)."""
+    positive = [r for r in regrets if r > 0]
+    low, high = min(positive, default=0.05), max(positive, default=2)
+    steps = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2)
+    return [t for t in steps if low / 2 < t < 2 * high]
+
+
+def pyplot() -> Any:
+    """matplotlib's ``pyplot`` drawing into files only (the Agg backend: no window, no display
+    needed), imported when the first figure is drawn, so that the scripts start without it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def figure_png(fig: Any) -> bytes:
+    """A matplotlib figure as PNG bytes (written by the caller through a checked path; the
+    figure is closed)."""
+    plt = pyplot()
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Write a matplotlib figure as the PNG ``path`` (atomically; ``ValueError`` in one
+    sentence when it cannot be written)."""
+    write_output(path, figure_png(fig))
+
+
+def learning_curve(rows: list[EvalRow], title: str = "") -> bytes | None:
+    """Win rates against the bots and regret against the solver over steps, as PNG bytes,
+    from the periodic evaluations ``rows``; None when there are none."""
+    if not rows:
+        return None
+    plt = pyplot()
+
+    steps = [row.steps / 1e6 for row in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
+    colours = ("tab:green", "tab:orange", "tab:red")
+    for name, colour in zip(BOT_NAMES, colours, strict=True):
+        left.plot(
+            steps,
+            [100 * row.win_rate(name) for row in rows],
+            marker=".",
+            color=colour,
+            label=f"against {name}",
+        )
+    left.set(
+        xlabel="environment steps (millions)",
+        ylabel="matches won (%)",
+        ylim=(-2, 102),
+        title="win rate in periodic evaluations",
+    )
+    left.axhline(50, color="grey", lw=0.6, ls=":")
+    left.legend(loc="center right", fontsize=8)
+    right.plot(steps, [row.regret_perfect for row in rows], marker=".", color="tab:blue")
+    right.set(
+        xlabel="environment steps (millions)",
+        ylabel="round points per decision",
+        title="mean regret against the solver (matches vs perfect)",
+        yscale="log",
+    )
+    ticks = regret_ticks([row.regret_perfect for row in rows])
+    right.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    right.minorticks_off()
+    right.axhline(0.1, color="grey", lw=0.6, ls=":")
+    right.grid(True, lw=0.3)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return figure_png(fig)

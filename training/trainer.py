@@ -1,0 +1,372 @@
+"""A training run from start to end: :func:`train` opens (or resumes) the run folder, starts
+the other workers when the run has several, trains, saves a checkpoint when it stops, and at
+the end exports the final policy and the lowest-regret checkpoint with their cards.
+
+What it is made of lives below: the envs and the model (:mod:`training.factories`), what runs
+inside SB3's ``learn()`` (:mod:`training.callbacks`), the periodic evaluation
+(:mod:`training.periodic`), the folder and its checkpoints (:mod:`training.runfolder`,
+:mod:`training.checkpoints`, :mod:`training.resume`), the cards (:mod:`training.cards`) and the
+workers (:mod:`training.distributed`). A run that stops early raises :class:`RunStopped` with
+the exit status ``train.py`` gives it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch as th
+from sb3_contrib import MaskablePPO
+from stable_baselines3.common.callbacks import CallbackList
+
+from training.callbacks import (
+    Agree,
+    Clock,
+    Periodic,
+    Schedules,
+    StopRequest,
+    budget_spent,
+    save_latest,
+    stop_reason,
+)
+from training.cards import checkpoint_training, export_with_card
+from training.checkpoints import Checkpoint, Checkpoints, Progress
+from training.config import RunConfig
+from training.distributed import MAX_LOCAL_WORKERS, Solo, Team, WorkerGroup, WorkerLost, launch
+from training.factories import make_model, make_vec_env, worker_config, write_snapshot
+from training.plots import learning_curve
+from training.resume import take_resume_point, updates_done
+from training.runfolder import EvalRow, RunFolder, RunFolderError
+
+
+class RunStopped(Exception):
+    """A run that stopped before its budget was spent: interrupted (Ctrl-C, kill: ``status``
+    130, a checkpoint saved) or refused by worker 0 (2, which said why). ``train.py`` exits
+    with the status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"the run stopped (exit status {status})")
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A run to resume: its folder, and the workers the command line asks for (None: as many
+    as the run has; it may not ask for another number)."""
+
+    path: Path
+    workers: int | None = None
+
+
+def train(
+    config: RunConfig | Resume | None,
+    command: str,
+    on_eval: Callable[[EvalRow], None] | None = None,
+    group: WorkerGroup | None = None,
+) -> Path:
+    """Run a training of ``config``, or resume one (``config`` a :class:`Resume`); return the
+    run folder.
+
+    ``command`` is the command line that started it, for its config.json. ``on_eval`` is
+    called with each periodic evaluation's row once it is in ``eval.jsonl`` (training/tune.py
+    reports it to Optuna); an exception it raises ends the training, after the checkpoint is
+    saved, and leaves ``train`` (the pruning of a trial). A run folder that cannot be resumed
+    raises :class:`~training.runfolder.RunFolderError`, before anything is trained.
+
+    With ``group`` None this process is the run's first worker, and starts the others when the
+    run has several (``config.workers``; :mod:`training.distributed`). Under torchrun
+    ``group`` is this process's place among the workers: worker 0 reads and writes the run
+    folder and sends the others what they read of it; they ignore ``config`` (None). A worker gone
+    mid-run raises ``WorkerLost`` on the others, once worker 0 has saved a checkpoint.
+    """
+    scratch = None
+    if group is None or group.leader:
+        if config is None:
+            raise ValueError("worker 0 trains the run it is given: config is None")
+        run, checkpoint, team = lead(config, command, group)
+    else:
+        files = group.share()
+        if files is None:  # worker 0 refused the run, and said why
+            group.close()
+            raise RunStopped(2)
+        scratch = Path(tempfile.mkdtemp(prefix=f"buttonup-worker{group.rank}-"))
+        run = RunFolder.mirror(files, scratch)
+        has_latest = "checkpoints/latest.json" in files
+        checkpoint = Checkpoints(run).read("latest") if has_latest else None
+        team = group
+    try:
+        return train_worker(run, checkpoint, on_eval, team)
+    finally:
+        team.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def lead(
+    config: RunConfig | Resume, command: str, group: WorkerGroup | None
+) -> tuple[RunFolder, Checkpoint | None, Team]:
+    """Worker 0's start: the run folder and its checkpoint (:func:`open_run`), the other
+    workers started when the run has several and ``group`` is None, and what the others read
+    of the folder sent to them."""
+    try:
+        run, checkpoint = open_run(config, command, None if group is None else group.size)
+    except RunFolderError:
+        if group is not None:
+            group.share(None)  # the other workers stop too
+        raise
+    team: Team = group or Solo()
+    if group is None and run.config.workers > 1:
+        if run.config.workers > MAX_LOCAL_WORKERS:
+            raise RunFolderError(
+                f"{run.path}/config.json asks for {run.config.workers} workers; this "
+                f"machine starts at most {MAX_LOCAL_WORKERS} (four per logical CPU)"
+            )
+        team = launch(run.config.workers)
+    team.share(run.worker_files(checkpoint is not None) if team.together else None)
+    return run, checkpoint, team
+
+
+def open_run(
+    config: RunConfig | Resume, command: str, workers: int | None
+) -> tuple[RunFolder, Checkpoint | None]:
+    """The run folder: a new one for ``config``, or the one ``config`` resumes with its latest
+    checkpoint, the evaluations and snapshots past it removed (a run killed after that
+    checkpoint left them; it writes them again). ``workers``: the workers torchrun started,
+    which must be the run's; None for the run's own number, which the command line may give
+    again but not change."""
+    if isinstance(config, RunConfig):
+        return RunFolder.create(config, command), None
+    run = RunFolder.open(config.path)
+    asked = config.workers if workers is None else workers
+    if asked not in (None, run.config.workers):
+        how = "leave --workers out" if workers is None else f"start {run.config.workers} in all"
+        raise RunFolderError(
+            f"{run.path} was trained by {run.config.workers} worker(s) and resumes with as many, "
+            f"not {asked}: each worker's games and generators are in its checkpoint; {how}"
+        )
+    checkpoints = Checkpoints(run)
+    checkpoint = checkpoints.read("latest")
+    checkpoints.finish("latest", checkpoint)  # a save that a kill stopped part-way
+    run.read_evaluations()  # checked now: the learning curve reads them after training
+    run.forget_after(checkpoint.steps)
+    return run, checkpoint
+
+
+def train_worker(
+    run: RunFolder,
+    checkpoint: Checkpoint | None,
+    on_eval: Callable[[EvalRow], None] | None,
+    team: Team,
+) -> Path:
+    """This worker's part of the run in ``run`` (from ``checkpoint`` when it resumes): its
+    envs and model, its training, and for worker 0 the export at the end."""
+    config = run.config
+    mine = worker_config(config, team.rank)
+    progress = Progress() if checkpoint is None else checkpoint.progress
+    th.set_num_threads(config.threads)
+    # without a saved env state (dummy, subproc), a resumed run must not replay the layouts
+    # of its start: the seed is offset by the steps done
+    venv = make_vec_env(mine, run.path, mine.seed + (checkpoint.steps if checkpoint else 0))
+    model = make_model(mine, venv, tensorboard_log=run.folder("tb") if team.leader else None)
+    try:
+        start(model, run, checkpoint, progress, team)
+        finished = learn(model, run, progress, on_eval, team)
+        if finished and team.leader:
+            finish(model, run, progress)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one during the export: --resume redoes it
+        finished = False
+    except WorkerLost as error:
+        if team.leader:
+            draw_learning_curve(run)
+            raise WorkerLost(
+                f"{error}: the run stopped at step {model.num_timesteps:,}, checkpoint saved; "
+                f"continue it with: python training/train.py --resume {run.path}"
+            ) from None
+        raise
+    finally:  # learn() made a logger: its TensorBoard writer holds a thread and a file open
+        venv.close()  # (tune.py runs many trainings in one process)
+        logger = getattr(model, "logger", None)  # none when learn() never ran
+        if logger is not None:
+            logger.close()
+    if not finished:
+        if team.leader:
+            stopped(model, run)
+        raise RunStopped(130)
+    return run.path
+
+
+def start(
+    model: MaskablePPO,
+    run: RunFolder,
+    checkpoint: Checkpoint | None,
+    progress: Progress,
+    team: Team,
+) -> None:
+    """Set ``model`` off: a new run's first weights (worker 0's) and first snapshot, or the
+    checkpoint of a resumed one; and say so."""
+    config = run.config
+    team.average_gradients(model.policy.parameters())
+    if checkpoint is not None:  # the weights, the optimiser, and with the batched env its games
+        Checkpoints(run).load(model, checkpoint, rank=team.rank)
+        team.say(f"resuming {run.path} at step {model.num_timesteps:,} of {config.total_steps:,}")
+        return
+    team.broadcast_parameters(model.policy)  # worker 0's initial weights
+    write_snapshot(model, run.path, team)  # pure self-play has an opponent from the start
+    progress.next_snapshot = config.snapshot_every
+    budget = f" or {config.minutes:g} minutes" if config.minutes else ""
+    workers = f" with {config.workers} workers" if team.together else ""
+    team.say(f"training in {run.path} for {config.total_steps:,} steps{budget}{workers}")
+
+
+def learn(
+    model: MaskablePPO,
+    run: RunFolder,
+    progress: Progress,
+    on_eval: Callable[[EvalRow], None] | None,
+    team: Team,
+) -> bool:
+    """Train ``model`` until its budget is spent or a stop is asked (Ctrl-C or kill: the update,
+    evaluation or checkpoint under way finishes first), then save a checkpoint; return whether
+    the budget was spent. The learning curve ends with an evaluation where training did.
+
+    With several workers every worker trains; they stop together, as they agree at each
+    rollout's start (:class:`~training.callbacks.Agree`), and worker 0 writes what is
+    written."""
+    config = run.config
+    stop = StopRequest(quiet=not team.leader)
+    agree = Agree(team, config, progress, stop, model.n_envs) if team.together else None
+    periodic = Periodic(run, progress, stop, on_eval, team, agree)
+    callbacks = [Clock(progress), Schedules(config, progress), periodic]
+    with stop:
+        try:
+            if model.num_timesteps < config.total_steps:
+                model.learn(
+                    config.total_steps - model.num_timesteps,
+                    callback=CallbackList([agree, *callbacks] if agree else callbacks),
+                    reset_num_timesteps=False,
+                    tb_log_name="ppo",
+                )
+        except BaseException:  # a second Ctrl-C (maybe mid-update), on_eval's exception, or
+            save_on_exit(model, run, progress, stop.requested, True, team)  # a worker lost
+            raise
+        requested = stop.requested if agree is None else agree.requested
+        save_on_exit(model, run, progress, requested, False, team)
+        if periodic.failure is not None:  # on_eval's, held until every worker had stopped
+            raise periodic.failure
+        if not team.leader:
+            return not requested and budget_spent(config, model.num_timesteps, progress)
+        if requested or not budget_spent(config, model.num_timesteps, progress):
+            return False
+        print(stop_reason(config, model.num_timesteps, progress))
+        if progress.last_eval_steps != model.num_timesteps:  # the other workers are done
+            periodic.evaluate(together=False)
+            model.logger.dump(model.num_timesteps)
+            Checkpoints(run).save(model, progress)
+        return not stop.requested
+
+
+def save_on_exit(
+    model: MaskablePPO,
+    run: RunFolder,
+    progress: Progress,
+    stop_requested: bool,
+    broken_off: bool,
+    team: Team,
+) -> None:
+    """The checkpoint written when ``model.learn`` ends, with the point a resumed run goes on
+    from (``progress.resume``, kept by :class:`~training.callbacks.Periodic` at each rollout's
+    start):
+
+    - learn broken off by an exception (a second Ctrl-C, maybe mid-update, or a worker lost):
+      no resume point, a resumed run starts new episodes; worker 0 writes it alone;
+    - an update since the last resume point: a new one, at the start of the next rollout;
+    - stopped (``stop_requested``) within a rollout whose steps reached no update: the step
+      count goes back to the rollout's start (the weights are unchanged since), where a
+      resumed run plays the rollout again exactly;
+    - the budget spent within such a rollout: no resume point (the run is over; a resume of
+      it only exports it again).
+    """
+    point = progress.resume
+    if point is None or broken_off:
+        progress.resume = None
+    elif point.n_updates != updates_done(model):
+        progress.resume = take_resume_point(model)
+    elif stop_requested:
+        model.num_timesteps = point.steps
+    else:
+        progress.resume = None
+    if broken_off and team.together:  # the other workers may be gone: no collective
+        progress.resume_others = ()
+        if team.leader:
+            Checkpoints(run).save(model, progress)
+        return
+    save_latest(model, run, progress, team)
+
+
+def stopped(model: MaskablePPO, run: RunFolder) -> None:
+    """Leave an interrupted run: say how to continue it (``train`` then exits with 130, as
+    after Ctrl-C)."""
+    draw_learning_curve(run)
+    print(
+        f"\ninterrupted at step {model.num_timesteps:,}; checkpoint saved. Continue with:\n"
+        f"  python training/train.py --resume {run.path}"
+    )
+
+
+def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
+    """Export the final policy and the lowest-regret checkpoint with their cards, each judged
+    against the random and the perfect bot (``final_eval_matches`` matches each), and print
+    the figures."""
+    draw_learning_curve(run)
+    matches = run.config.final_eval_matches
+    minutes = round(progress.train_seconds / 60, 1)
+    policies = [(run.export_path("final"), model.policy, model.num_timesteps)]
+    trainings = [{"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}]
+    checkpoints = Checkpoints(run)
+    if checkpoints.exists("best"):
+        best_policy, best = checkpoints.load_policy("best")
+        training = checkpoint_training(checkpoints, "best", best)
+        training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
+        policies.append((run.export_path("best"), best_policy, best.steps))
+        trainings.append(training)
+    print(
+        f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
+        "matches against the random and the perfect bot each"
+    )
+    rows = []
+    for (path, policy, steps), training in zip(policies, trainings, strict=True):
+        results = export_with_card(
+            policy, path, run.card_config(), training, matches, matches, quiet=True
+        )
+        rows.append((path, steps, results["random"], results["perfect"]))
+    print(
+        f"{'':12s} {'steps':>11s}   {'against random: won, regret':>27s}   "
+        "against perfect: won, regret"
+    )
+    for path, steps, rand, perfect in rows:
+        print(
+            f"{path.name:12s} {steps:>11,}   {rand.wins:>9}/{rand.matches} "
+            f"({100 * rand.win_rate:5.1f}%), {rand.mean_regret:.3f}   {perfect.wins:>9}/"
+            f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}"
+        )
+    best_path = run.path / "best.onnx"
+    print(
+        "(regret: round points lost per decision against the exact solver's best move; "
+        "0 is perfect play)\n"
+        f"policy: {policies[0][0]} (card: {policies[0][0].with_suffix('.json')})\n"
+        f"lowest-regret checkpoint: {best_path}\n"
+        "judge it with 500 matches against the perfect bot and the exact exploitability:\n"
+        f"  python training/evaluate.py --model {best_path} --opponent perfect --matches 500\n"
+        f"  python training/evaluate.py --model {best_path} --opponent best-response"
+    )
+
+
+def draw_learning_curve(run: RunFolder) -> None:
+    """``learning_curve.png`` from the run's periodic evaluations (drawn when training stops,
+    not after every evaluation: matplotlib takes about half a second a picture)."""
+    png = learning_curve(run.read_evaluations(), run.path.name)
+    if png is not None:
+        run.write(run.path / "learning_curve.png", png)
