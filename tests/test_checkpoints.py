@@ -253,11 +253,12 @@ CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
     "other envs than the saved games": (
         "n_envs",
         4,
-        "progress.resume.env.num_envs is 2; the run's config",
+        "restored from progress.resume.env: the saved state is of 2 envs; this batch has 4",
     ),
 }
 
 R = "progress.resume"
+GAMES = f"the saved games cannot be restored from {R}.env: the saved state"
 STATE_DAMAGE: dict[str, tuple[str, object, str]] = {
     # name: (the field of checkpoints/latest.json, its damaged value, what the error says)
     "steps as text": ("steps", "256", "latest.json: steps is '256'; it must be a whole number"),
@@ -303,61 +304,65 @@ STATE_DAMAGE: dict[str, tuple[str, object, str]] = {
         f"{R}.torch_rng is not a generator state that can be restored (Invalid mt19937 state)",
     ),
     "python generator version": (f"{R}.python_rng.version", 2, f"{R}.python_rng.version is 2"),
-    "env generator state": (f"{R}.env.rng.state.state", -1, f"{R}.env.rng.state.state is -1"),
+    "env generator state": (
+        f"{R}.env.rng.state.state",
+        -1,
+        f"{GAMES}'s rng is not a generator state that can be restored (its state is -1",
+    ),
     "env generator name": (
         f"{R}.env.rng.bit_generator",
         "MT19937",
-        f"{R}.env.rng.bit_generator is 'MT19937'",
+        f"{GAMES}'s rng is not a generator state that can be restored (a 'MT19937' state",
     ),
     "a bot's generator missing": (
         f"{R}.env.bots.perfect",
         DELETE,
-        f"{R}.env.bots.perfect is missing",
+        f"{GAMES}'s bots are",
     ),
     "a negative board id": (
         f"{R}.env.arrays._board.0",
         -1,
-        f"{R}.env.arrays._board[0] is -1; it must be a board number from 0 to 315479",
+        f"{GAMES}'s _board[0] is -1; it must be a board number from 0 to 315479",
     ),
     "a board id past the last": (
         f"{R}.env.arrays._board.1",
         315_480,
-        f"{R}.env.arrays._board[1] is 315480",
+        f"{GAMES}'s _board[1] is 315480",
     ),
     "a colour that is no colour": (
         f"{R}.env.arrays._to_move.0",
         2,
-        f"{R}.env.arrays._to_move[0] is 2",
+        f"{GAMES}'s _to_move[0] is 2",
     ),
     "a score of text": (
         f"{R}.env.arrays._score.1",
         ["0", 0],
-        f"{R}.env.arrays._score[1][0] is '0'",
+        f"{GAMES}'s _score[1][0] is '0'; it must be a whole number",
     ),
     "a score no match reaches": (  # 14 points, then a round of the largest margin, 18
         f"{R}.env.arrays._score.0",
         [0, 33],
-        f"{R}.env.arrays._score[0][1] is 33; it must be a score from 0 to 32",
+        f"{GAMES}'s _score[0][1] is 33; it must be a score from 0 to 32",
     ),
     "an opponent that is not in the pool": (
         f"{R}.env.arrays._opponent.0",
         99,
-        f"{R}.env.arrays._opponent[0] is 99; it must be an opponent's number from 0 to 4",
+        f"{GAMES}'s _opponent[0] is 99; it must be an opponent's number from 0 to 4",
     ),
     "done as a number": (
         f"{R}.env.arrays._done.0",
         1,
-        f"{R}.env.arrays._done[0] is 1; it must be true or false",
+        f"{GAMES}'s _done[0] is 1; it must be true or false",
     ),
     "rows of different lengths": (
         f"{R}.env.arrays._score",
         [[0, 0], [0]],
-        f"{R}.env.arrays._score has the shape [2]; the run's env has [2, 2]",
+        f"{GAMES}'s _score is not an array of the shape [2, 2]",
     ),
     "envs cut short": (
         f"{R}.env.arrays._agent",
         [0],
-        f"{R}.env.arrays._agent has the shape [1]; the run's env has [2]",
+        f"{GAMES}'s _agent has the shape [1]; this batch's has [2]",
     ),
     "episode starts of another length": (
         f"{R}.episode_starts",
@@ -367,7 +372,7 @@ STATE_DAMAGE: dict[str, tuple[str, object, str]] = {
     "a snapshot outside the folder": (
         f"{R}.env.snapshots.0",
         "../../x.onnx",
-        f"{R}.env.snapshots[0] is '../../x.onnx'; it must be a snapshot's file name",
+        f"{GAMES}'s snapshots[0] is '../../x.onnx'; it must be a file name",
     ),
     "a snapshot that is gone": (
         f"{R}.env.snapshots.1",
@@ -377,9 +382,13 @@ STATE_DAMAGE: dict[str, tuple[str, object, str]] = {
     "an unknown reset option": (
         f"{R}.env.options",
         {"colour": "R"},
-        f"a key of {R}.env.options is 'colour'",
+        f"{GAMES}'s options hold 'colour'",
     ),
-    "a result that is not a number": (f"{R}.env.results.step_000000000.onnx", ["a", 1], "is 'a'"),
+    "a result that is not a number": (
+        f"{R}.env.results.step_000000000.onnx",
+        ["a", 1],
+        f"{GAMES}'s results['step_000000000.onnx'] is ['a', 1]; it must be two numbers >= 0",
+    ),
     "another number of updates": (
         f"{R}.n_updates",
         999,
@@ -1069,8 +1078,10 @@ def test_a_fuzzed_resume_point_reads_or_is_refused_in_one_sentence(
             checkpoint = checkpoints.Checkpoints(runfolder.RunFolder.open(run)).read("latest")
             point = checkpoint.progress.resume
             if point is not None:
-                resume.check_resume_point(
-                    point, batch_of_run, checkpoint.steps, checkpoint.n_updates, state
-                )
+                resume.check_resume_point(point, checkpoint.steps, checkpoint.n_updates, state)
+                resume.restore_games(batch_of_run, point, state, "progress.resume")
+                for _ in range(3):  # what the env took, it plays on
+                    masks = batch_of_run.action_masks()
+                    batch_of_run.step(masks.argmax(axis=1))
 
         opens_or_says_why(read, runfolder)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +13,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import buttonup_env
 from buttonup_env.engine.tables import game_tables
@@ -576,6 +582,125 @@ def test_set_state_refuses_a_state_of_another_batch(tmp_path: Path) -> None:
         pool_batch(tmp_path).set_state(saved)
     with pytest.raises(RuntimeError, match="reset"):
         ButtonUpVectorEnv(2).get_state()
+
+
+@pytest.fixture(scope="module")
+def poisoned_batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[ButtonUpVectorEnv, dict]:
+    """A training-like batch (two snapshots and the bots, compiled) and a state of its games
+    after a few steps, as JSON gives it back."""
+    folder = tmp_path_factory.mktemp("pool")
+    for step in (0, 1):
+        shutil.copy(MODEL, folder / f"step_{step:09d}.onnx")
+    env = pool_batch(folder, num_envs=4)
+    env.reset(seed=5)
+    rng = np.random.default_rng(5)
+    for _ in range(12):
+        env.step(np.array([rng.choice(np.flatnonzero(m)) for m in env.action_masks()]))
+    state = json.loads(json.dumps(env.get_state()))
+    assert state["snapshots"], "the snapshots played"
+    return env, state
+
+
+POISON = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.integers(-3, 40),
+    st.sampled_from([10**9, 315_479, 315_480, 2**63 - 1, 2**63, -(2**63) - 1]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+    st.lists(st.integers(-2, 5), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+"""What a damaged or crafted state may hold in place of a value."""
+
+
+def poisoned(data: st.DataObject, state: dict) -> dict:
+    """``state`` with one array, one item of an array, or one other part replaced by
+    poison."""
+    state = copy.deepcopy(state)
+    arrays = state["arrays"]
+    key = data.draw(st.sampled_from([*ButtonUpVectorEnv.STATE_ARRAYS, *state]))
+    if key not in arrays:
+        state[key] = data.draw(POISON)
+    elif data.draw(st.booleans()):  # the whole array
+        arrays[key] = data.draw(st.one_of(POISON, st.lists(POISON, max_size=6)))
+    else:  # one item, or one number of a row
+        row = data.draw(st.integers(0, len(arrays[key]) - 1))
+        if isinstance(arrays[key][row], list) and data.draw(st.booleans()):
+            arrays[key][row][data.draw(st.integers(0, 1))] = data.draw(POISON)
+        else:
+            arrays[key][row] = data.draw(POISON)
+    return state
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_poisoned_state_is_refused_in_one_sentence_or_played_on(
+    data: st.DataObject, poisoned_batch: tuple[ButtonUpVectorEnv, dict]
+) -> None:
+    """Every array (and every other part) of a saved state poisoned in turn: ``set_state``
+    refuses it in one sentence and leaves the batch as it was, or takes it and the batch
+    steps on (a board or an opponent number the kernels cannot index would kill the
+    process: the test would crash, not fail)."""
+    env, saved = poisoned_batch
+    env.set_state(saved)
+    before = json.dumps(env.get_state())
+    state = poisoned(data, saved)
+    try:
+        env.set_state(state)
+    except ValueError as error:
+        assert str(error) and "\n" not in str(error), repr(error)
+        assert json.dumps(env.get_state()) == before, "a refused state changed the batch"
+        return
+    for _ in range(4):
+        obs, reward, _, _, _ = env.step(env.action_masks().argmax(axis=1))
+        assert np.isfinite(obs).all() and np.isfinite(reward).all()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_state_in_range_is_played_on(
+    data: st.DataObject, poisoned_batch: tuple[ButtonUpVectorEnv, dict]
+) -> None:
+    """The other side of the checks: any boards (of rounds under way), colours, scores up to
+    the largest a match reaches, and opponents the batch holds are taken, and the batch plays
+    on from them, in every encoding the envs' policies read."""
+    env, saved = poisoned_batch
+    tables, n = env.tables, env.num_envs
+    boards = np.flatnonzero(~tables.over)
+    state = copy.deepcopy(saved)
+    arrays = state["arrays"]
+    colour = st.integers(0, 1)
+    arrays["_board"] = [int(boards[data.draw(st.integers(0, len(boards) - 1))]) for _ in range(n)]
+    arrays["_agent"] = arrays["_to_move"] = data.draw(st.lists(colour, min_size=n, max_size=n))
+    arrays["_starter"] = data.draw(st.lists(colour, min_size=n, max_size=n))
+    score = st.integers(0, env.target - 1 + MAX_ROUND_MARGIN)
+    arrays["_score"] = [data.draw(st.lists(score, min_size=2, max_size=2)) for _ in range(n)]
+    players = 3 + len(saved["snapshots"])
+    arrays["_opponent"] = data.draw(st.lists(st.integers(0, players - 1), min_size=n, max_size=n))
+    env.set_state(state)
+    for _ in range(4):
+        obs, reward, _, _, _ = env.step(env.action_masks().argmax(axis=1))
+        assert np.isfinite(obs).all() and np.isfinite(reward).all()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [  # the issue's cases: a board or an opponent of 10**9 killed the process, a score played
+        ("_board", 10**9, "_board[0] is 1000000000; it must be a board number from 0 to"),
+        ("_opponent", 10**9, "_opponent[0] is 1000000000; it must be an opponent's number"),
+        ("_score", [10**9, 0], "_score[0][0] is 1000000000; it must be a score from 0 to 32"),
+    ],
+)
+def test_a_number_out_of_range_is_refused(
+    key: str, value: object, says: str, poisoned_batch: tuple[ButtonUpVectorEnv, dict]
+) -> None:
+    env, saved = poisoned_batch
+    state = copy.deepcopy(saved)
+    state["arrays"][key][0] = value
+    with pytest.raises(ValueError, match=f"^the saved state's {re.escape(says)}"):
+        env.set_state(state)
 
 
 def test_pure_self_play_pool_needs_a_snapshot(tmp_path: Path) -> None:

@@ -18,32 +18,12 @@ import numpy as np
 import torch as th
 
 from buttonup_env.envs.vector import ButtonUpVectorEnv
-from buttonup_env.game.rules import MAX_ROUND_MARGIN
-from buttonup_env.players.bots import BOT_NAMES
 from training.runfolder import RunFolderError, refused, refused_value
-from training.typed_json import Length, Pattern, Range, from_json, to_json
+from training.typed_json import Length, Range
 
 Byte = Annotated[int, Range(0, 255)]
 Word32 = Annotated[int, Range(0, 2**32 - 1)]
-Word128 = Annotated[int, Range(0, 2**128 - 1)]
 Count = Annotated[int, Range(0)]
-SnapshotName = Annotated[str, Pattern(r"step_\d{9}\.onnx", "a snapshot's file name, step_N.onnx")]
-
-
-@dataclass(frozen=True)
-class PCG64Words:
-    state: Word128
-    inc: Word128
-
-
-@dataclass(frozen=True)
-class GeneratorState:
-    """A ``numpy.random.Generator``'s state, as its ``bit_generator.state`` gives it (PCG64)."""
-
-    bit_generator: Literal["PCG64"]
-    state: PCG64Words
-    has_uint32: Annotated[int, Range(0, 1)]
-    uinteger: Word32
 
 
 @dataclass(frozen=True)
@@ -92,33 +72,16 @@ class TorchRandomState:
 
 
 @dataclass(frozen=True)
-class BatchState:
-    """The batched env's games, as ``ButtonUpVectorEnv.get_state`` gives them: the arrays
-    of its positions, scores and opponents (checked against the run's env when restored:
-    :func:`check_resume_point`), its reset options, and every generator it draws from."""
-
-    num_envs: Annotated[int, Range(1)]
-    arrays: dict[str, tuple[Any, ...]]
-    options: dict[Literal["agent_color", "first"], Literal["R", "B"] | None]
-    seed: Count | None
-    rng: GeneratorState
-    bots: dict[Literal[BOT_NAMES], GeneratorState]  # type: ignore[valid-type]
-    policy_rng: GeneratorState
-    snapshots: tuple[SnapshotName, ...]
-    results: dict[SnapshotName, tuple[Annotated[float, Range(0)], Annotated[float, Range(0)]]]
-    policies: Count
-
-
-@dataclass(frozen=True)
 class ResumePoint:
     """What a resumed run needs to go on exactly as this one would from here: taken at a
     rollout's start (the last thing before its first step) with the batched env, whose games
-    it holds, with SB3's episode starts and the generators torch, numpy and Python draw from
+    it holds as ``ButtonUpVectorEnv.get_state`` gives them (the env checks them when they are
+    restored), with SB3's episode starts and the generators torch, numpy and Python draw from
     (actions, minibatches)."""
 
     steps: Count
     n_updates: Count
-    env: BatchState
+    env: dict[str, Any]
     episode_starts: tuple[bool, ...]
     torch_rng: TorchRandomState
     numpy_rng: NumpyGlobalState
@@ -156,7 +119,7 @@ def take_resume_point(model: Any) -> ResumePoint | None:
     return ResumePoint(
         steps=model.num_timesteps,
         n_updates=updates_done(model),
-        env=from_json(BatchState, batch.get_state(), "the batched env"),
+        env=batch.get_state(),
         episode_starts=tuple(np.asarray(model._last_episode_starts).tolist()),
         torch_rng=TorchRandomState(tuple(th.get_rng_state().tolist())),
         numpy_rng=NumpyGlobalState(name, tuple(keys.tolist()), pos, has_gauss, gauss),
@@ -174,11 +137,8 @@ def restore(model: Any, point: ResumePoint, file: Path, field: str) -> None:
             f"{file}: progress.resume holds the games of a batched env, but the run's "
             "config.json says another vec_env"
         )
-    check_resume_point(point, batch, model.num_timesteps, updates_done(model), file, field)
-    try:
-        batch.set_state(to_json(point.env))
-    except (ValueError, RuntimeError) as error:  # e.g. a snapshot missing from snapshots/
-        raise RunFolderError(f"{file}: the saved games cannot be restored: {error}") from None
+    check_resume_point(point, model.num_timesteps, updates_done(model), file, field)
+    restore_games(batch, point, file, field)
     model._last_obs = batch.observe()
     model._last_episode_starts = np.array(point.episode_starts, dtype=bool)
     th.set_rng_state(point.torch_rng.as_tensor())
@@ -186,22 +146,38 @@ def restore(model: Any, point: ResumePoint, file: Path, field: str) -> None:
     random.setstate(point.python_rng.as_tuple())
 
 
+def restore_games(
+    batch: ButtonUpVectorEnv, point: ResumePoint, file: Path | str, field: str
+) -> None:
+    """Put the games of ``point`` (read from the checkpoint ``file``'s ``field``) back into
+    ``batch``, the worker's freshly made batched env, which checks them first
+    (``ButtonUpVectorEnv.set_state``: its arrays, generators and opponents), with as many
+    episode starts as it has envs; :class:`~training.runfolder.RunFolderError` in one sentence
+    naming the field otherwise."""
+    try:
+        batch.set_state(point.env)
+    except (ValueError, RuntimeError) as error:  # e.g. a snapshot missing from snapshots/
+        raise RunFolderError(
+            f"{file}: the saved games cannot be restored from {field}.env: {error}"
+        ) from None
+    if len(point.episode_starts) != batch.num_envs:
+        raise refused(
+            file,
+            f"{field}.episode_starts",
+            f"has {len(point.episode_starts)} items; it must have {batch.num_envs}",
+        )
+
+
 # --- the checks ----------------------------------------------------------------------------
 
 
 def check_resume_point(
-    point: ResumePoint,
-    batch: ButtonUpVectorEnv,
-    steps: int,
-    updates: int,
-    file: Path | str,
-    field: str = "progress.resume",
+    point: ResumePoint, steps: int, updates: int, file: Path | str, field: str = "progress.resume"
 ) -> None:
     """:class:`~training.runfolder.RunFolderError` naming the field when ``point`` (read from
-    the checkpoint ``file``'s ``field``, at ``steps`` after ``updates``) cannot belong to
-    ``batch``, the worker's freshly made batched env: a generator state its generator refuses,
-    another step or update count, another number of envs, a board, colour, score or opponent
-    out of the env's range."""
+    the checkpoint ``file``'s ``field``, at ``steps`` after ``updates``) cannot belong to the
+    run: a generator state its generator refuses, another step or update count (the games are
+    checked by the env that restores them: :func:`restore_games`)."""
     if point.python_rng.internal[-1] > 624:  # the position in the 624 words
         raise refused_value(
             file,
@@ -209,20 +185,10 @@ def check_resume_point(
             point.python_rng.internal[-1],
             "it must be a whole number from 0 to 624",
         )
-    missing = [name for name in BOT_NAMES if name not in point.env.bots]
-    if missing:
-        raise refused(file, f"{field}.env.bots.{missing[0]}", "is missing")
-
-    def pcg64(state: GeneratorState) -> Callable[[], object]:
-        return lambda: setattr(np.random.PCG64(), "state", to_json(state))
-
-    scratch = {  # each state tried on a scratch generator: what the bounds cannot check
+    scratch: dict[str, Callable[[], object]] = {  # what the bounds cannot check
         "torch_rng": lambda: th.Generator().set_state(point.torch_rng.as_tensor()),
         "numpy_rng": lambda: np.random.RandomState().set_state(point.numpy_rng.as_tuple()),
         "python_rng": lambda: random.Random().setstate(point.python_rng.as_tuple()),
-        "env.rng": pcg64(point.env.rng),
-        "env.policy_rng": pcg64(point.env.policy_rng),
-        **{f"env.bots.{name}": pcg64(state) for name, state in point.env.bots.items()},
     }
     for name, restore_state in scratch.items():
         try:
@@ -232,68 +198,9 @@ def check_resume_point(
             raise refused(
                 file, f"{field}.{name}", f"is not a generator state that can be restored ({why})"
             ) from None
-
     for name, saved, expected, says in (
         ("steps", point.steps, steps, "the checkpoint is at step"),
         ("n_updates", point.n_updates, updates, "the checkpoint has"),
-        ("env.num_envs", point.env.num_envs, batch.num_envs, "the run's config has n_envs"),
     ):
         if saved != expected:
             raise refused_value(file, f"{field}.{name}", saved, f"{says} {expected}")
-    if len(point.episode_starts) != batch.num_envs:
-        raise refused(
-            file,
-            f"{field}.episode_starts",
-            f"has {len(point.episode_starts)} items; it must have {batch.num_envs}",
-        )
-    check_arrays(point.env, batch, file, f"{field}.env.arrays")
-
-
-def check_arrays(env: BatchState, batch: ButtonUpVectorEnv, file: Path | str, field: str) -> None:
-    """:class:`~training.runfolder.RunFolderError` naming the item when an array of ``env`` is
-    not of the shape of ``batch``'s, or holds a board, colour, score or opponent out of its
-    range (the compiled kernels index tables with them, unchecked)."""
-    opponents = (
-        len(BOT_NAMES) + len(env.snapshots) if batch.pool is not None else batch.num_opponents
-    )
-    colour = (0, 1, "a colour: 0 (Red) or 1 (Black)")
-    ranges = {
-        "_board": (0, len(batch.tables.boards) - 1, "a board number"),
-        "_to_move": colour,
-        "_agent": colour,
-        "_starter": colour,
-        # a match ends with the round that takes a score to the target: from target - 1 at most
-        "_score": (0, batch.target - 1 + MAX_ROUND_MARGIN, "a score"),
-        "_opponent": (0, opponents - 1, "an opponent's number"),
-    }
-    unknown = sorted(set(env.arrays) - set(batch.STATE_ARRAYS))
-    if unknown:
-        raise refused(file, f"{field}.{unknown[0]}", "is not an array of the batched env")
-    for key in batch.STATE_ARRAYS:
-        like = getattr(batch, key)
-        if key not in env.arrays:
-            raise refused(file, f"{field}.{key}", "is missing")
-        try:
-            saved = np.array(env.arrays[key], dtype=object)
-        except ValueError:  # rows of different lengths
-            saved = np.array([])
-        if saved.shape != like.shape:
-            raise refused(
-                file,
-                f"{field}.{key}",
-                f"has the shape {list(saved.shape)}; the run's env has {list(like.shape)}",
-            )
-        if like.dtype == bool:
-            ok = np.vectorize(lambda v: isinstance(v, bool), otypes=[bool])(saved)
-            allowed = "it must be true or false"
-        else:
-            low, high, what = ranges[key]
-            ok = np.vectorize(
-                lambda v, low=low, high=high: type(v) is int and low <= v <= high, otypes=[bool]
-            )(saved)
-            allowed = f"it must be {what}" + ("" if ":" in what else f" from {low} to {high}")
-        if not ok.all():
-            index = tuple(int(i) for i in np.argwhere(~ok)[0])
-            raise refused_value(
-                file, f"{field}.{key}{''.join(f'[{i}]' for i in index)}", saved[index], allowed
-            )

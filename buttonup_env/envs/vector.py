@@ -50,6 +50,7 @@ from .interface import (
     interrupted,
     reset_options,
 )
+from .saved_state import STATE_ARRAYS, Shape, check_state
 
 Encoding = SlotEncoding | RingEncoding
 """An observation encoding of :mod:`buttonup_env.game.encoding`."""
@@ -664,7 +665,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         )
 
     # --- saving and restoring ------------------------------------------------------------------
-    STATE_ARRAYS = ("_board", "_to_move", "_agent", "_starter", "_score", "_opponent", "_done")
+    STATE_ARRAYS = STATE_ARRAYS
     """The arrays :meth:`get_state` saves by these names, under ``"arrays"``: the batch's
     (:class:`~buttonup_env.engine.batch.Batch`) fields of those names, without the
     underscore."""
@@ -708,35 +709,32 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def set_state(self, state: dict[str, Any]) -> None:
         """Go back to a state from :meth:`get_state` (of a batch with the same arguments).
 
-        Raises ``ValueError`` when it cannot belong to this batch (another number of envs or
-        of policy opponents, or a snapshot missing from the pool's folder).
+        Every part of ``state`` is checked before anything is restored
+        (:mod:`buttonup_env.envs.saved_state`): its keys, each array's shape, type and range
+        (a board number, a colour, a score a match can reach, an opponent the batch holds),
+        the batch at rest (each agent to move on a board with a move to make), the reset
+        options, every generator's state, and the opponents (as many envs and policies as
+        this batch, each snapshot a file of the pool's folder). Raises ``ValueError`` in one
+        sentence for a state that cannot belong to this batch; nothing it accepts can crash
+        a later step.
         """
-        if state.get("num_envs") != self.num_envs:
-            raise ValueError(
-                f"the saved state is of {state.get('num_envs')!r} envs; this batch has "
-                f"{self.num_envs}"
-            )
-        snapshots = list(state["snapshots"])
+        policies = sum(isinstance(p, BatchedPolicy) for p in self._players)
+        shape = Shape(
+            num_envs=self.num_envs,
+            tables=self.tables,
+            target=self.target,
+            snapshot_dir=None if self.pool is None else self.pool.snapshot_dir,
+            players=len(self._players),
+            policies=policies,
+        )
+        checked = check_state(state, shape)
         if self.pool is not None:
             self._players = [self._bots[name] for name in BOT_NAMES]
             self._snapshot_ids = {}
-            for name in snapshots:
-                path = self.pool.snapshot_dir / name
-                if not path.is_file():
-                    raise ValueError(
-                        f"the saved state's opponent snapshot {name} is not in "
-                        f"{self.pool.snapshot_dir}"
-                    )
+            for path in checked.snapshots:
                 self._snapshot_player(path)
-        policies = sum(isinstance(p, BatchedPolicy) for p in self._players)
-        if policies != state["policies"]:
-            raise ValueError(
-                f"the saved state has {state['policies']} policy opponents; this batch has "
-                f"{policies}"
-            )
-        for name in self.STATE_ARRAYS:
-            array = getattr(self, name)
-            array[...] = np.asarray(state["arrays"][name], dtype=array.dtype)
+        for name, array in checked.arrays.items():
+            getattr(self, name)[...] = array
         self._options = dict(state["options"])
         self._np_random_seed = state["seed"]
         self._rng.bit_generator.state = state["rng"]
@@ -744,7 +742,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             bot.rng.bit_generator.state = state["bots"][name]
         self._policy_rng.bit_generator.state = state["policy_rng"]
         if self.pool is not None:
-            self.pool.results = copy.deepcopy(state.get("results", {}))
+            self.pool.results = copy.deepcopy(state["results"])
         self._reset_called = True
         self._unfinished = None
 
