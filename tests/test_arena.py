@@ -9,9 +9,10 @@ import pytest
 from buttonup_env import load_policy
 from buttonup_env.game import solver
 from buttonup_env.game.rules import COLORS, LAYOUTS, State
-from buttonup_env.players.arena import BotPlayer, evaluate_many, play_matches, play_pairs
-from buttonup_env.players.bots import PerfectBot
-from buttonup_env.players.evaluation import evaluate
+from buttonup_env.players.arena import play_pairs
+from buttonup_env.players.batched import BotPlayer, Positions
+from buttonup_env.players.bots import GreedyBot, PerfectBot, RandomBot
+from buttonup_env.players.evaluation import evaluate, evaluate_many, figures
 
 
 class Recording:
@@ -20,10 +21,12 @@ class Recording:
     def __init__(self, inner: BotPlayer, log: list[tuple], first: bool) -> None:
         self.inner, self.log, self.first, self.name = inner, log, first, inner.name
 
-    def choose(self, boards, mover, score, target, uniforms):  # type: ignore[no-untyped-def]
-        slots = self.inner.choose(boards, mover, score, target, uniforms)
-        assert len(boards) == 1, "one match at a time here"
-        self.log.append((self.first, int(boards[0]), int(mover[0]), int(slots[0])))
+    kind, encoding = BotPlayer("random").kind, None
+
+    def choose(self, at: Positions) -> np.ndarray:
+        slots = self.inner.choose(at)
+        assert len(at.boards) == 1, "one match at a time here"
+        self.log.append((self.first, int(at.boards[0]), int(at.mover[0]), int(slots[0])))
         return slots
 
 
@@ -61,33 +64,57 @@ def test_the_regret_and_margin_of_the_first_player_are_the_solvers(names: tuple[
         assert result.decisions_by_move == decisions.tolist()
         assert result.regret_by_move == pytest.approx(regret.tolist())
         assert result.margin_a == margin
-        figures = result.evaluation()
-        assert figures.mean_regret == pytest.approx(regret.sum() / decisions.sum())
-        assert figures.mean_round_margin == pytest.approx(margin / result.rounds)
+        measured = figures(result)
+        assert measured.mean_regret == pytest.approx(regret.sum() / decisions.sum())
+        assert measured.mean_round_margin == pytest.approx(margin / result.rounds)
 
 
 def test_the_perfect_bot_has_no_regret_and_beats_the_random_bot() -> None:
-    result = play_matches("perfect", "random", 200, seed=0)
+    result = evaluate("perfect", "random", 200, seed=0)
     assert result.mean_regret == 0.0
     assert result.win_rate == 1.0
     assert result.mean_round_margin > 0
     assert all(r == 0.0 for r in result.regret_by_move)
 
 
-def test_figures_agree_with_evaluate() -> None:
-    """The shipped agent against the perfect bot: the measure of the one-match-at-a-time
-    evaluation, on other layouts (so within sampling error, not equal)."""
+def test_a_card_and_a_training_log_measure_the_same_matches_for_one_seed() -> None:
+    """A card measures a policy with ``evaluate`` against bot objects, one at a time; a
+    periodic evaluation with ``evaluate_many`` against the bots by name, all at once. For one
+    seed they play the same matches, and another seed other ones."""
     policy = load_policy("buttonup-ppo")
-    batched = play_matches(policy, "perfect", 400, seed=5)
-    single = evaluate(policy, PerfectBot(), 100, seed=5)
-    assert abs(batched.mean_regret - single.mean_regret) < 0.02
-    assert abs(batched.win_rate - single.win_rate) < 0.2
-    assert batched.decisions == sum(batched.decisions_by_move) > 0
+    cards = [evaluate(policy, bot, 40, seed=5) for bot in (RandomBot(), PerfectBot())]
+    log = evaluate_many(policy, ["random", "perfect"], 40, seed=5)
+    timing = ("seconds", "matches_per_second")
+    for card, row in zip(cards, log, strict=True):
+        assert {k: v for k, v in card.to_dict().items() if k not in timing} == {
+            k: v for k, v in row.to_dict().items() if k not in timing
+        }
+    other = evaluate(policy, PerfectBot(), 40, seed=6)
+    assert (other.rounds, other.regret_by_move) != (cards[1].rounds, cards[1].regret_by_move)
+    assert log[1].decisions == sum(log[1].decisions_by_move) > 0
 
 
-def test_evaluate_many_plays_each_opponent_as_play_matches_does() -> None:
+def test_a_player_with_act_alone_plays_the_matches_its_table_bot_plays() -> None:
+    """A player known only by ``act(state)`` (here the greedy bot behind another class) is
+    asked one game at a time; it plays the greedy bot's moves (ties aside), so its figures are
+    the table bot's within the tie-breaks' sampling error."""
+
+    class OwnGreedy:
+        def __init__(self) -> None:
+            self.inner = GreedyBot(seed=0)
+
+        def act(self, state: State) -> int:
+            return self.inner.act(state)
+
+    own = evaluate(OwnGreedy(), "random", 60, seed=3)
+    table = evaluate("greedy", "random", 60, seed=3)
+    assert abs(own.mean_regret - table.mean_regret) < 0.15
+    assert own.decisions == sum(own.decisions_by_move) > 0
+
+
+def test_evaluate_many_plays_each_opponent_as_evaluate_does() -> None:
     together = evaluate_many("greedy", ["random", "perfect"], 30, seed=2)
-    alone = [play_matches("greedy", name, 30, seed=2) for name in ("random", "perfect")]
+    alone = [evaluate("greedy", name, 30, seed=2) for name in ("random", "perfect")]
     for a, b in zip(together, alone, strict=True):
         assert (a.wins, a.rounds, a.mean_regret) == (b.wins, b.rounds, b.mean_regret)
     with pytest.raises(ValueError, match="at least one opponent"):

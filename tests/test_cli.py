@@ -16,7 +16,7 @@ import pytest
 
 from buttonup_env.ui import animate, play, replay
 from buttonup_env.ui.cli import parse_arguments, whole_number
-from buttonup_env.ui.web import cli as web_cli
+from buttonup_env.ui.web import server as web_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +44,7 @@ def test_whole_number_says_what_is_wrong_in_one_sentence(text: str, message: str
     ("parser", "argv", "message"),
     [
         (play.build_parser(), ["--target", "0"], "0 is not a target: use a whole number"),
-        (web_cli.build_parser(), ["--port", "70000"], "70000 is not a port: use a whole number"),
+        (web_server.build_parser(), ["--port", "70000"], "70000 is not a port: use a whole number"),
     ],
 )
 def test_the_tools_answer_a_bad_number_with_usage_and_status_2(

@@ -23,7 +23,8 @@ from test_vector import CONFIGS, MODEL, pool_batch
 
 from buttonup_env.engine import kernels
 from buttonup_env.envs import vector
-from buttonup_env.envs.vector import BatchedPolicy, ButtonUpVectorEnv
+from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.players.batched import PolicyPlayer
 from buttonup_env.players.selfplay import OpponentMix, OpponentPool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,13 +214,15 @@ def test_an_illegal_policy_move_is_refused_the_same(monkeypatch: pytest.MonkeyPa
     """A policy that returns an illegal slot (a broken file, say) stops the step with the
     same one-sentence error."""
 
-    def illegal(players: list[BatchedPolicy], counts: Any, boards: np.ndarray, obs: Any) -> Any:
+    def illegal(players: list[PolicyPlayer], counts: Any, boards: np.ndarray, obs: Any) -> Any:
         return players[0].tables.legal[boards].argmin(axis=1)  # the first illegal slot
 
     monkeypatch.setattr(vector, "choose_together", illegal)
     messages = []
     for env in both(4, opponent=str(MODEL), agent_color="B", target=5):
-        with pytest.raises(ValueError, match=r"made an illegal move: slot \d on '") as error:
+        with pytest.raises(
+            ValueError, match=r"made an illegal move: slot \d, which is not legal on '"
+        ) as error:
             env.reset(seed=0, options={"first": "R"})
         messages.append(str(error.value))
     assert messages[0] == messages[1]

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from buttonup_env.game.encoding import SlotEncoding
 from buttonup_env.game.rules import LAYOUTS, State
-from buttonup_env.players.arena import play_matches
+from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.onnx_graph import MAX_ELEMENTS, MAX_WORK
 from buttonup_env.players.policy import (
     META_ENCODING,
@@ -451,7 +451,7 @@ def test_a_policy_whose_logits_break_in_play_raises_naming_the_file(
     with pytest.raises(PolicyError, match="not finite"):  # batched use: the same check
         policy.logits(np.stack([policy.encoding.encode(later_position(), "R")] * 3))
     with pytest.raises(PolicyError, match=str(path)):  # the league's batched player
-        play_matches(policy, "random", 4, seed=1)
+        evaluate(policy, "random", 4, seed=1)
 
 
 class Session:

@@ -23,14 +23,8 @@ from buttonup_env.game.encoding import ENCODINGS
 from buttonup_env.game.records import check_record, replay_match
 from buttonup_env.game.rules import COLORS, LAYOUTS, State
 from buttonup_env.players import arena, league
-from buttonup_env.players.arena import (
-    BotPlayer,
-    PairResult,
-    PolicyPlayer,
-    make_player,
-    play_pairs,
-    player_specs,
-)
+from buttonup_env.players.arena import PairResult, make_player, play_pairs, player_specs
+from buttonup_env.players.batched import UNIFORMS, BotPlayer, PolicyPlayer, Positions
 from buttonup_env.players.bots import GradedBot, GreedyBot
 from buttonup_env.players.evaluation import evaluate, wilson_interval
 from buttonup_env.players.exploit import behaviour_of
@@ -91,7 +85,8 @@ def choice_counts(name: str, states: list[State], draws: int, seed: int) -> list
     rng = np.random.default_rng(seed)
     counts = [Counter() for _ in states]
     for _ in range(draws):
-        slots = bot.choose(boards, mover, score, 15, rng.random((len(states), arena.UNIFORMS)))
+        uniforms = rng.random((len(states), UNIFORMS))
+        slots = bot.choose(Positions(boards, mover, score, 15, mover, uniforms))
         for counter, slot in zip(counts, slots.tolist(), strict=True):
             counter[slot] += 1
     return counts
@@ -141,9 +136,7 @@ def test_a_policy_player_chooses_as_the_policy_acts(
     boards, mover, score = board_numbers(states)
     for encoding in ENCODINGS:
         policy = load_policy(linear_policy(tmp_path / f"{encoding}.onnx", encoding, seed=1))
-        slots = PolicyPlayer(encoding, policy).choose(
-            boards, mover, score, 15, np.zeros((len(states), 2))
-        )
+        slots = PolicyPlayer(encoding, policy).choose(Positions(boards, mover, score, 15, mover))
         assert slots.tolist() == [policy.act(s) for s in states], encoding
 
 
@@ -215,12 +208,12 @@ def test_the_same_seed_gives_the_same_league_and_a_pair_does_not_depend_on_the_r
 
 def test_an_illegal_choice_names_the_player_and_the_slot() -> None:
     class Broken:
-        name = "broken"
+        name, kind, encoding = "broken", -1, None
 
-        def choose(self, boards, mover, score, target, uniforms):
-            return np.full(len(boards), 9)
+        def choose(self, at: Positions) -> np.ndarray:
+            return np.full(len(at.boards), 9)
 
-    with pytest.raises(ValueError, match=r"the player 'broken' chose slot 9, which is not legal"):
+    with pytest.raises(ValueError, match=r"the player 'broken' made an illegal move: slot 9, wh"):
         play_pairs([Broken(), make_player("random")], [(0, 1)], 2)
 
 

@@ -779,6 +779,6 @@ def test_evaluate_takes_a_shipped_policy_name(
     training_script: Callable[[str], ModuleType],
 ) -> None:
     evaluate = training_script("evaluate")
-    assert evaluate.make_player("buttonup-ppo", False).path == shipped_policy_path("buttonup-ppo")
+    assert evaluate.load_player("buttonup-ppo", False).path == shipped_policy_path("buttonup-ppo")
     with pytest.raises(ValueError, match="buttonup-ppo"):
-        evaluate.make_player("buttonup-xyz", False)
+        evaluate.load_player("buttonup-xyz", False)

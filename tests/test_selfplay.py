@@ -17,11 +17,12 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from buttonup_env.envs.vector import BatchedPolicy, ButtonUpVectorEnv, choose_together
+from buttonup_env.envs.vector import ButtonUpVectorEnv
 from buttonup_env.envs.wrappers import RingObservation
 from buttonup_env.game.rules import LAYOUTS, State
 from buttonup_env.learn.nets import RingPolicy
 from buttonup_env.learn.onnx_writer import export_onnx
+from buttonup_env.players.batched import PolicyPlayer, choose_together
 from buttonup_env.players.bots import BOT_NAMES, GreedyBot, PerfectBot, RandomBot
 from buttonup_env.players.policy import OnnxPolicy
 from buttonup_env.players.selfplay import OpponentMix, OpponentPool
@@ -397,7 +398,7 @@ def test_a_training_env_plays_episodes_with_the_pool(
 def test_a_pools_policies_choose_together_as_each_would_alone(
     snapshot_files: tuple[Path, Path],
 ) -> None:
-    """A batched env's pool plays its policies together (``vector.choose_together``): each
+    """A batched env's pool plays its policies together (``batched.choose_together``): each
     runs its own rows and draws its own noise, in turn; the masking and picking are shared.
     The slots are those of each policy alone, its noise drawn from the same generator."""
     env = ButtonUpVectorEnv(30, opponent="random")
@@ -408,12 +409,10 @@ def test_a_pools_policies_choose_together_as_each_would_alone(
     greedy = OnnxPolicy(snapshot_files[1])
     counts = [12, 7, 11]
 
-    def pool(seed: int) -> list[BatchedPolicy]:
+    def pool(seed: int) -> list[PolicyPlayer]:
         rng = np.random.default_rng(seed)
-        players = [BatchedPolicy(policy, env.tables) for policy in (sampling, greedy, sampling)]
-        for player in players:
-            player.rng = rng
-        return players
+        policies = (sampling, greedy, sampling)
+        return [PolicyPlayer(repr(policy), policy, env.tables, rng) for policy in policies]
 
     together = choose_together(pool(5), np.array(counts), boards, observations)
     rng, expected, start = np.random.default_rng(5), [], 0
@@ -450,7 +449,7 @@ def test_a_pool_of_policies_reading_different_encodings_plays_them_all(
         _, info = envs.reset(seed=seed)
         for _ in range(40):  # an illegal opponent move would raise
             _, _, _, _, info = envs.step(info["action_mask"].argmax(axis=1))
-        encodings = [p.encoding.name for p in envs._players if isinstance(p, BatchedPolicy)]
+        encodings = [p.encoding.name for p in envs._players if isinstance(p, PolicyPlayer)]
         return encodings, envs._board.copy()
 
     encodings, boards = played(seed=5)

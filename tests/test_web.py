@@ -25,7 +25,7 @@ from buttonup_env.game.match import Match
 from buttonup_env.game.records import read_records, replay_match
 from buttonup_env.game.rules import State
 from buttonup_env.ui.play import describe_move
-from buttonup_env.ui.web import cli
+from buttonup_env.ui.web import server
 from buttonup_env.ui.web.app import STATIC, create_app
 from buttonup_env.ui.web.games import load_records, offer
 
@@ -161,7 +161,7 @@ def test_options_offer_the_players_default_first(records: list[Any]) -> None:
 
 
 def test_a_policy_is_offered_by_its_name_not_its_path() -> None:
-    shipped, note = cli.default_opponent()
+    shipped, note = server.default_opponent()
     assert note is None, note
     players = offer([shipped])
     assert [p.key for p in players] == ["buttonup-ppo", "random", "greedy", "perfect"]
@@ -558,7 +558,7 @@ def test_200_concurrent_games_are_neither_lost_nor_mixed_up() -> None:
 # --- the command line ------------------------------------------------------------------------
 def run_main(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(argv, stdout=out, stderr=err)
+    code = server.main(argv, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -629,14 +629,14 @@ def test_the_command_offers_the_levels_with_the_shipped_leagues_ratings() -> Non
     from buttonup_env.players.shipped import shipped_ratings
 
     ratings = shipped_ratings()
-    players, _ = cli._players(None)
+    players, _ = server._players(None)
     keys = [p.key for p in players]
-    assert keys == ["buttonup-ppo", "random", "greedy", *cli.LEVELS, "perfect"]
+    assert keys == ["buttonup-ppo", "random", "greedy", *server.LEVELS, "perfect"]
     for player in players:
         assert player.elo == ratings[player.key], player.key
     elo = [p.elo for p in players[1:]]  # the levels climb from the greedy bot to perfect play
     assert elo == sorted(elo)
-    on_request, _ = cli._players(["perfect-0.3", "buttonup-ppo"])
+    on_request, _ = server._players(["perfect-0.3", "buttonup-ppo"])
     assert on_request[0].elo is None and on_request[1].elo == ratings["buttonup-ppo"]
 
 
@@ -662,16 +662,16 @@ def test_a_busy_port_is_named() -> None:
 def test_the_default_opponent_is_the_shipped_agent_or_the_perfect_bot(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    spec, note = cli.default_opponent()
+    spec, note = server.default_opponent()
     assert spec.endswith("buttonup-ppo.onnx") and note is None
-    players, notes = cli._players(None)
-    assert players[0].key == "buttonup-ppo" and players[0].label == cli.SHIPPED_LABEL
+    players, notes = server._players(None)
+    assert players[0].key == "buttonup-ppo" and players[0].label == server.SHIPPED_LABEL
     assert notes == []
 
-    monkeypatch.setattr(cli, "SHIPPED_MODELS", (tmp_path / "gone.onnx",))
-    spec, note = cli.default_opponent()
+    monkeypatch.setattr(server, "SHIPPED_MODELS", (tmp_path / "gone.onnx",))
+    spec, note = server.default_opponent()
     assert spec == "perfect" and note is not None and "gone.onnx" in note
-    players, notes = cli._players(None)
+    players, notes = server._players(None)
     assert players[0].key == "perfect" and notes == [note]
 
 
@@ -684,22 +684,22 @@ def test_listening_anywhere_but_loopback_prints_a_warning(monkeypatch: pytest.Mo
     assert code == 0 and err == "" and served
     assert f"served at http://127.0.0.1:{served[-1]}/" in out
 
-    monkeypatch.setattr(cli, "is_loopback", lambda sock: False)
+    monkeypatch.setattr(server, "is_loopback", lambda sock: False)
     code, out, err = run_main(["--port", "0", "--opponent", "random"])
     assert code == 0 and err.startswith("warning: listening on 127.0.0.1, which other machines")
 
 
 def test_the_printed_address_takes_connections_before_the_server_runs() -> None:
-    with cli.listen("127.0.0.1", 0) as sock:  # nothing accepts yet: the backlog holds them
+    with server.listen("127.0.0.1", 0) as sock:  # nothing accepts yet: the backlog holds them
         with socket.create_connection(sock.getsockname(), timeout=5):
             pass
 
 
 def test_loopback_is_told_apart() -> None:
-    with cli.listen("127.0.0.1", 0) as sock:
-        assert cli.is_loopback(sock)
-    with cli.listen("localhost", 0) as sock:
-        assert cli.is_loopback(sock)
+    with server.listen("127.0.0.1", 0) as sock:
+        assert server.is_loopback(sock)
+    with server.listen("localhost", 0) as sock:
+        assert server.is_loopback(sock)
 
 
 def test_the_command_serves_until_ctrl_c(data_dir: Path) -> None:

@@ -34,7 +34,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from buttonup_env.game.rules import LAYOUTS, State, next_starter
-from buttonup_env.ui.web import cli, games
+from buttonup_env.ui.web import games
+from buttonup_env.ui.web import server as web_server
 from buttonup_env.ui.web.app import SECURITY_HEADERS, create_app
 from buttonup_env.ui.web.games import (
     EVENTS_PER_ROUND,
@@ -110,7 +111,7 @@ def test_allowed_hosts_add_names_and_a_star_allows_any() -> None:
 def test_the_command_line_answers_its_host_and_allowed_hosts(monkeypatch: Any) -> None:
     served: list[Any] = []
     monkeypatch.setattr("uvicorn.Server.run", lambda self, sockets: served.append(self.config.app))
-    code = cli.main(
+    code = web_server.main(
         ["--port", "0", "--opponent", "random", "--allowed-host", "game.example"],
         stdout=io.StringIO(),
         stderr=io.StringIO(),
@@ -183,7 +184,7 @@ def test_a_player_that_fails_gets_a_json_500(player: Any, says: str) -> None:
 
 def run_main(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(argv, stdout=out, stderr=err)
+    code = web_server.main(argv, stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -217,8 +218,10 @@ def test_a_records_file_the_server_cannot_hold_is_refused(kind: str, tmp_path: P
     else:
         path = tmp_path / "huge.jsonl"
         with open(path, "wb") as handle:
-            handle.truncate(cli.MAX_RECORDS_BYTES + 1)  # sparse: no disk used
-        says = f"is {cli.MAX_RECORDS_BYTES + 1:,} bytes; the server reads records files of at"
+            handle.truncate(web_server.MAX_RECORDS_BYTES + 1)  # sparse: no disk used
+        says = (
+            f"is {web_server.MAX_RECORDS_BYTES + 1:,} bytes; the server reads records files of at"
+        )
     code, _, err = run_main(["--port", "0", "--records", str(path)])
     assert code == 2 and err.count("\n") == 1 and says in err, err
 
@@ -294,11 +297,11 @@ HEADER_TIMEOUT = 0.5
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[str, int]]:
-    """buttonup-web's server (cli.make_server: uvicorn with the header timeout) on a free
+    """buttonup-web's server (web_server.make_server: uvicorn with the header timeout) on a free
     port of 127.0.0.1, in a thread, with a short header timeout."""
-    sock = cli.listen("127.0.0.1", 0)
+    sock = web_server.listen("127.0.0.1", 0)
     app = create_app(offer([]), hosts=AllowedHosts.serving("127.0.0.1"))
-    uv = cli.make_server(app, header_timeout=HEADER_TIMEOUT)
+    uv = web_server.make_server(app, header_timeout=HEADER_TIMEOUT)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -384,12 +387,12 @@ def test_a_chunked_body_over_the_cap_is_cut_off(server: tuple[str, int]) -> None
 def test_a_body_that_does_not_come_gets_408() -> None:
     from buttonup_env.ui.web import guard
 
-    sock = cli.listen("127.0.0.1", 0)
+    sock = web_server.listen("127.0.0.1", 0)
     app = create_app(offer([]))
     for middleware in app.user_middleware:  # a short body timeout for this server
         if middleware.cls is guard.RequestGuard:
             middleware.kwargs["body_timeout"] = 0.5
-    uv = cli.make_server(app, header_timeout=5)
+    uv = web_server.make_server(app, header_timeout=5)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not uv.started:
@@ -442,8 +445,8 @@ def test_a_slow_player_holds_up_nobody_else_and_gets_a_sentence() -> None:
     release = threading.Event()
     offered = [OfferedPlayer("slow", "the policy slow.onnx", lambda: Slow(release)), *offer([])]
     app = create_app(offered, workers=Workers(seconds=1.5), hosts=AllowedHosts.serving("127.0.0.1"))
-    sock = cli.listen("127.0.0.1", 0)
-    uv = cli.make_server(app)
+    sock = web_server.listen("127.0.0.1", 0)
+    uv = web_server.make_server(app)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not uv.started:
@@ -487,7 +490,7 @@ def test_a_slow_player_holds_up_nobody_else_and_gets_a_sentence() -> None:
 
 SLOW_SERVER = """
 import sys, threading
-from buttonup_env.ui.web import cli
+from buttonup_env.ui.web import server
 from buttonup_env.ui.web.app import create_app
 from buttonup_env.ui.web.games import OfferedPlayer, offer
 
@@ -496,9 +499,9 @@ class Slow:
         threading.Event().wait(600)  # thinks for ten minutes
 
 app = create_app([OfferedPlayer("slow", "the slow player", Slow), *offer([])])
-sock = cli.listen("127.0.0.1", 0)
+sock = server.listen("127.0.0.1", 0)
 print(sock.getsockname()[1], flush=True)
-cli.serve(cli.make_server(app), sock)
+server.serve(server.make_server(app), sock)
 print("Stopped.", flush=True)
 """
 
@@ -536,7 +539,7 @@ def test_a_signal_stops_the_server_while_a_player_thinks(signal_number: int) -> 
             process.send_signal(signal_number)
             out, err = process.communicate(timeout=30)
             stuck.join(10)
-        assert time.monotonic() - start < cli.SHUTDOWN_SECONDS + 5
+        assert time.monotonic() - start < web_server.SHUTDOWN_SECONDS + 5
         assert answers[0].status_code == 503  # answered as the server stopped, not cut off
         assert answers[0].json()["detail"] == "The server is stopping."
     finally:
@@ -751,14 +754,14 @@ def test_the_command_with_no_output_says_so_and_does_not_serve(
     err = io.StringIO()
     if output == "closed":
         monkeypatch.setattr(sys, "stdout", None)
-        code = cli.main(["--port", "0", "--opponent", "random"], stderr=err)
+        code = web_server.main(["--port", "0", "--opponent", "random"], stderr=err)
         says = "standard output is closed"
     else:
         if not Path("/dev/full").exists():
             pytest.skip("needs /dev/full")
         full = open("/dev/full", "w")  # closed below: closing it fails too
         try:
-            code = cli.main(["--port", "0", "--opponent", "random"], stdout=full, stderr=err)
+            code = web_server.main(["--port", "0", "--opponent", "random"], stdout=full, stderr=err)
         finally:
             with contextlib.suppress(OSError):
                 full.close()

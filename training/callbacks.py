@@ -21,7 +21,7 @@ from training.checkpoints import Checkpoints, Progress
 from training.config import RunConfig, learning_rates
 from training.distributed import Team, digest
 from training.factories import refresh_pools, write_snapshot
-from training.periodic import evaluate
+from training.periodic import evaluate_learner
 from training.resume import take_resume_point
 from training.runfolder import EvalRow, RunFolder
 
@@ -256,7 +256,7 @@ class Periodic(BaseCallback):
         self.logger.record("pool/size", min(snapshots, c.opponents.max_snapshots))
         if steps >= p.next_eval:
             p.next_eval = next_multiple(steps, c.eval_every)
-            self.evaluate()
+            self.evaluate_learner()
         # the last thing before the rollout's first step: where a resumed run starts again
         p.resume = take_resume_point(self.model)
         if steps >= p.next_checkpoint:
@@ -289,13 +289,14 @@ class Periodic(BaseCallback):
         refresh_pools(self.training_env)  # the new snapshot plays from the next episode on
         return path
 
-    def evaluate(self, together: bool = True) -> None:
-        """Evaluate the learner (:func:`training.periodic.evaluate`); worker 0 logs the
+    def evaluate_learner(self, together: bool = True) -> None:
+        """Evaluate the learner (:func:`training.periodic.evaluate_learner`); worker 0 logs the
         figures, saves the best checkpoint, writes the row, prints it and hands it to
         ``on_eval``. Without ``together`` worker 0 evaluates alone."""
         p = self.progress
         minutes = round(p.train_seconds / 60, 2)
-        done = evaluate(self.model.policy, self.steps, minutes, self.config, self.team, together)
+        policy, steps = self.model.policy, self.steps
+        done = evaluate_learner(policy, steps, minutes, self.config, self.team, together)
         if done is None:  # another worker's part is done
             return
         done.log(self.logger)

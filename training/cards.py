@@ -1,6 +1,8 @@
 """Model cards: exporting a policy to ONNX with the card that says how it was made and what it
-measured, against the random, greedy and perfect bots and, when asked, its exact
-exploitability. ``training/export.py`` and the end of a training write them."""
+measured, against the random, greedy and perfect bots (through
+``buttonup_env.players.evaluation.evaluate``, the batched matches the periodic evaluations
+play: for one seed the same layouts) and, when asked, its exact exploitability.
+``training/export.py`` and the end of a training write them."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 import torch as th
 
 from buttonup_env.game.files import reason
+from buttonup_env.game.records import shown
 from training.config import make_policy
 from training.resume import ResumePoint, restore, set_counts, updates_done
 from training.runfolder import (
@@ -38,7 +39,7 @@ from training.runfolder import (
     refused,
     refused_value,
 )
-from training.typed_json import Pattern, Range, shown, to_json
+from training.typed_json import Pattern, Range, to_json
 
 MAX_CHECKPOINT_BYTES = 1 << 30
 """The fixed ceiling of a checkpoint's NAME.pt, whatever network its config.json asks for
@@ -263,7 +264,7 @@ class Checkpoints:
                 sorted(map(str, tensors)) if isinstance(tensors, dict) else type(tensors).__name__
             )
             raise RunFolderError(
-                f"{path} holds {shown(keys)}; a checkpoint holds 'policy' and 'optimizer'"
+                f"{path} holds {shown(keys, 40)}; a checkpoint holds 'policy' and 'optimizer'"
             )
         check_weights(path, tensors["policy"], policy)
         check_optimizer(path, tensors["optimizer"], policy)
@@ -287,8 +288,9 @@ def check_archive(path: Path, data: bytes, limit: int) -> None:
         ) from None
     for entry in entries:
         if entry.compress_type != zipfile.ZIP_STORED or entry.compress_size != entry.file_size:
+            name = shown(entry.filename, 40)
             raise RunFolderError(
-                f"{path} cannot be loaded as a checkpoint: its entry {shown(entry.filename)} is "
+                f"{path} cannot be loaded as a checkpoint: its entry {name} is "
                 "compressed, which torch.save never does (a small file could inflate to "
                 "gigabytes), and nothing is inflated"
             )
@@ -332,7 +334,7 @@ def check_weights(source: Path, weights: object, policy: Any) -> None:
     for key, value in weights.items():
         if key not in expected:
             raise RunFolderError(
-                f"{source}: the weights hold {shown(key)}, which the network of the run's "
+                f"{source}: the weights hold {shown(key, 40)}, which the network of the run's "
                 "config.json does not have"
             )
         check_tensor(source, f"policy[{key!r}]", value, expected[key])
@@ -392,7 +394,7 @@ def check_param_groups(source: Path, groups: object, fresh: list[dict[str, Any]]
             raise refused_value(source, where, group, "it must be a dict")
         for key, value in group.items():
             if key not in like:
-                raise refused(source, where, f"has an unknown setting {shown(key)}")
+                raise refused(source, where, f"has an unknown setting {shown(key, 40)}")
             if key == "lr":
                 if not (
                     isinstance(value, float | int)
@@ -404,5 +406,8 @@ def check_param_groups(source: Path, groups: object, fresh: list[dict[str, Any]]
                     )
             elif not (type(value) is type(like[key]) and value == like[key]):
                 raise refused_value(
-                    source, f"{where}.{key}", value, f"the run's optimiser has {shown(like[key])}"
+                    source,
+                    f"{where}.{key}",
+                    value,
+                    f"the run's optimiser has {shown(like[key], 40)}",
                 )

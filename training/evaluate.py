@@ -89,7 +89,7 @@ def player_file(spec: str) -> Path | None:
     return Path(spec)
 
 
-def make_player(spec: str, trusted: bool) -> Player:
+def load_player(spec: str, trusted: bool) -> Player:
     """A bot, a graded bot or a shipped policy by name, or a policy from a file; ``ValueError``
     otherwise."""
     if spec in BOT_NAMES or graded_p(spec) is not None:  # graded_p raises for perfect-<not P>
@@ -132,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         inputs: list[Named] = [("--model", player_file(args.model))]
         inputs.append(("--opponent", player_file(args.opponent)))
         check_outputs([("--json", args.json), ("--record", args.record)], inputs, args.force)
-        model = make_player(args.model, args.trusted)
+        model = load_player(args.model, args.trusted)
         if args.opponent == BEST_RESPONSE:
             return best_response(args, model)
-        opponent = make_player(args.opponent, args.trusted)
+        opponent = load_player(args.opponent, args.trusted)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from buttonup_env.learn.onnx_writer import export_onnx
-from buttonup_env.players.arena import evaluate_many
 from buttonup_env.players.bots import BOT_NAMES
-from buttonup_env.players.evaluation import EvaluationResult
+from buttonup_env.players.evaluation import EvaluationResult, evaluate_many
 from buttonup_env.players.league import rate_against_ladder
 from buttonup_env.players.policy import OnnxPolicy
 from training.config import RunConfig
@@ -50,7 +49,7 @@ class Evaluation:
             logger.record("eval/elo_high", self.row.elo_high)
 
 
-def evaluate(
+def evaluate_learner(
     policy: Any, steps: int, minutes: float, config: RunConfig, team: Team, together: bool
 ) -> Evaluation | None:
     """Evaluate the learner's ``policy`` at ``steps`` (after ``minutes`` of training) against
@@ -67,7 +66,7 @@ def evaluate(
     with tempfile.TemporaryDirectory() as folder:  # this process's own, not the run's
         path = Path(folder) / "policy.onnx"
         export_onnx(policy, path, {"steps": steps})
-        player = OnnxPolicy(path)  # evaluate_many plays it as arena.MEASURED, by no path
+        player = OnnxPolicy(path)  # evaluate_many plays it as evaluation.MEASURED, by no path
 
     def rate() -> dict[str, Any]:
         return rate_against_ladder(player, config.ladder, config.ladder_matches, PERIODIC_EVAL_SEED)

@@ -36,6 +36,7 @@ from typing import Annotated, Any, ClassVar, TypeVar
 
 from buttonup_env.game.files import reason
 from buttonup_env.game.folders import FolderError, SafeFolder
+from buttonup_env.game.records import shown
 from buttonup_env.game.rules import MOVES_PER_ROUND
 from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.players.selfplay import SNAPSHOT_GLOB
@@ -48,7 +49,6 @@ from training.typed_json import (
     Range,
     from_json,
     parse_json,
-    shown,
     to_json,
 )
 
@@ -81,7 +81,7 @@ def refused(source: Path | str, field: str, text: str) -> RunFolderError:
 
 def refused_value(source: Path | str, field: str, value: object, allowed: str) -> RunFolderError:
     """The error of a value that ``field`` of ``source`` may not hold, and what it may."""
-    return refused(source, field, f"is {shown(value)}; {allowed}")
+    return refused(source, field, f"is {shown(value, 40)}; {allowed}")
 
 
 def read_typed(cls: type[T], data: object, source: Path | str) -> T:
@@ -103,7 +103,7 @@ Regret = Annotated[float, Range(0)]
 
 @dataclass(frozen=True)
 class EvalRow:
-    """A periodic evaluation, one line of ``eval.jsonl`` (``training.periodic.evaluate``
+    """A periodic evaluation, one line of ``eval.jsonl`` (``training.periodic.evaluate_learner``
     makes it): the step and training minutes, the win rate and the mean regret against each
     bot of ``buttonup_env.players.bots.BOT_NAMES``, the regret against the perfect bot by
     move of the round, and the rating against the ladder (left out without one)."""

@@ -262,7 +262,7 @@ def learn(
             return False
         print(stop_reason(config, model.num_timesteps, progress))
         if progress.last_eval_steps != model.num_timesteps:  # the other workers are done
-            periodic.evaluate(together=False)
+            periodic.evaluate_learner(together=False)
             model.logger.dump(model.num_timesteps)
             Checkpoints(run).save(model, progress)
         return not stop.requested

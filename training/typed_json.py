@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Annotated, Any, Literal, TypeVar
 
+from buttonup_env.game.records import shown
+
 T = TypeVar("T")
 
 
@@ -70,19 +72,13 @@ class Pattern:
     what: str
 
 
-def shown(value: object) -> str:
-    """``value`` as Python writes it, cut short when long (for messages)."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def key_shown(key: object) -> str:
     """A JSON object's key as a message names it: as it is when it is short, printable and
     without spaces, else as :func:`shown` writes it (a key read from a file can hold a newline
     or an escape code, which would forge a line of the message)."""
     if isinstance(key, str) and 0 < len(key) <= 60 and key.isprintable() and " " not in key:
         return key
-    return shown(key)
+    return shown(key, 40)
 
 
 def read_json_file(path: Path) -> object:
@@ -169,7 +165,7 @@ class Reader:
         return f"{self.source}: {field or 'the file'}"
 
     def error(self, field: str, value: object, allowed: str) -> FieldError:
-        return FieldError(f"{self._named(field)} is {shown(value)}; {allowed}")
+        return FieldError(f"{self._named(field)} is {shown(value, 40)}; {allowed}")
 
     def say(self, field: str, text: str) -> FieldError:
         return FieldError(f"{self._named(field)} {text}")

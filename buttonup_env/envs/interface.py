@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.batch import match_reward, round_reward
+from ..game.records import shown
 from ..game.rules import NUM_SLOTS, is_whole_number
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "match_reward",
     "reset_options",
     "round_reward",
-    "shown",
 ]
 
 COLOR_CHOICES = (None, "R", "B")
@@ -66,12 +66,6 @@ class RenderModes(list):  # type: ignore[type-arg]
 RESET_OPTIONS = ("agent_color", "first")
 """The keys of ``reset(options=...)``: the agent's colour and the first round's starter for
 one episode (the PettingZoo env, where both colours are agents, has ``"first"`` alone)."""
-
-
-def shown(value: object, limit: int = 60) -> str:
-    """``value`` as Python writes it, cut short when longer than ``limit`` (for messages)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_choice(name: str, value: object, allowed: tuple[Any, ...]) -> None:

@@ -72,6 +72,7 @@ import pyspiel
 from open_spiel.python import policy as openspiel_policy
 
 from ..game.encoding import SlotEncoding
+from ..game.records import shown
 from ..game.rules import (
     COLORS,
     DEFAULT_TARGET,
@@ -89,7 +90,7 @@ from ..game.rules import (
 from ..players.bots import Player
 from ..players.exploit import behaviour_of
 from .env import make_opponent
-from .interface import EPISODES, check_choice, shown
+from .interface import EPISODES, check_choice
 
 GAME_NAME = "python_button_up"
 """The short name the game is registered under: ``pyspiel.load_game("python_button_up")``."""

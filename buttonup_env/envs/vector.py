@@ -12,7 +12,6 @@ call for all the envs it plays in), seeding, autoreset, the info dict, saving an
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from ..engine.backend import make_backend
 from ..engine.batch import (
     BOT_KINDS,
     MAX_PLIES,
-    POLICY,
     POLICY_MOVE,
     RED,
     Batch,
@@ -35,10 +33,10 @@ from ..engine.batch import (
     Rules,
     Status,
 )
-from ..engine.numpy_backend import bot_moves
-from ..engine.tables import GameTables, game_tables
-from ..game.encoding import ENCODINGS, MAX_LEGAL, RingEncoding, SlotEncoding
+from ..engine.tables import game_tables
+from ..game.encoding import ENCODINGS, MAX_LEGAL, Encoding
 from ..game.rules import COLORS, DEFAULT_TARGET, NUM_SLOTS, State, check_target, is_whole_number
+from ..players.batched import BotPlayer, PolicyPlayer, check_legal, choose_together
 from ..players.bots import BOT_NAMES
 from ..players.shipped import shipped_policies
 from .interface import (
@@ -52,103 +50,10 @@ from .interface import (
 )
 from .saved_state import STATE_ARRAYS, Shape, check_state
 
-Encoding = SlotEncoding | RingEncoding
-"""An observation encoding of :mod:`buttonup_env.game.encoding`."""
-
 ENCODING_SIZES = {name: encoding.size for name, encoding in ENCODINGS.items()}
 """Observation sizes of the encodings (see :mod:`buttonup_env.game.encoding`)."""
 
 _COLOR_NAMES = np.array(COLORS)  # "R", "B" by colour number, for info["agent_color"]
-
-
-# --- batched players -------------------------------------------------------------------------
-
-
-class BatchedBot:
-    """A built-in bot as a batched env's opponent: its candidate moves come from a table, ties
-    broken at random with its own generator (which the env seeds).
-
-    The batched env's opponents take arrays and return slots, as
-    :class:`~buttonup_env.players.arena.BatchedPlayer` does: :meth:`choose` gets the board numbers
-    (of :func:`~buttonup_env.engine.tables.game_tables`), the colour to move there (0 Red, 1 Black)
-    and, for a player with an :attr:`encoding`, the observations in it. Unlike the arena's
-    players they draw their own random numbers: the env seeds their generators at reset. In the
-    env the engine plays the bots itself (:func:`~buttonup_env.engine.numpy_backend.bot_moves`,
-    and the same in the compiled kernels), from the same generator.
-    """
-
-    encoding: Encoding | None = None
-    """A bot reads the board numbers only: it needs no observations."""
-
-    def __init__(self, name: str, tables: GameTables) -> None:
-        self.name = name
-        self.kind = BOT_KINDS.index(name)
-        """The engine's number for this bot (:data:`~buttonup_env.engine.batch.BOT_KINDS`)."""
-        self.tables = tables
-        self.rng = np.random.default_rng()
-
-    def choose(
-        self, boards: np.ndarray, mover: np.ndarray, observations: np.ndarray | None = None
-    ) -> np.ndarray:
-        """A legal slot on each of ``boards`` for the colour ``mover``."""
-        return bot_moves(self.tables, self.kind, boards, mover, self.rng.random(len(boards)))
-
-    def __repr__(self) -> str:
-        return f"{self.name} bot"
-
-
-class BatchedPolicy:
-    """An exported ONNX policy as a batched env's opponent: one inference call for all the
-    games it plays (see :class:`BatchedBot` for what :meth:`choose` gets)."""
-
-    kind = POLICY
-    """The engine leaves a policy's moves to the env."""
-
-    def __init__(self, policy: Any, tables: GameTables) -> None:
-        self.policy = policy
-        self.tables = tables
-        self.encoding: Encoding = policy.encoding
-        """The encoding of the observations :meth:`choose` needs (an object of
-        :mod:`buttonup_env.game.encoding`, as ``ButtonUpEnv.encoding`` is)."""
-        self.rng = np.random.default_rng()
-
-    def choose(
-        self, boards: np.ndarray, mover: np.ndarray, observations: np.ndarray | None = None
-    ) -> np.ndarray:
-        """A legal slot on each of ``boards``, from the policy's logits on ``observations``
-        (the games' observations in :attr:`encoding`, from the side of ``mover``)."""
-        if observations is None:
-            raise ValueError(f"a policy chooses from observations in {self.encoding.name!r}")
-        return choose_together([self], np.array([len(boards)]), boards, observations)
-
-    def __repr__(self) -> str:
-        return repr(self.policy)
-
-
-def choose_together(
-    players: Sequence[BatchedPolicy],
-    counts: np.ndarray,
-    boards: np.ndarray,
-    observations: np.ndarray,
-) -> np.ndarray:
-    """The slots several policies of one encoding choose: ``players[i]`` on the next
-    ``counts[i]`` of ``boards`` and ``observations``. Each policy takes its rows in one
-    inference call and draws its noise (when it samples) from its own generator, in the order
-    of ``players``; masking the illegal moves, picking and naming the slots is done once for
-    all the rows, so that a pool of many small groups pays for those once a ply."""
-    encoding, tables = players[0].encoding, players[0].tables
-    logits = np.empty((len(boards), encoding.actions))
-    start = 0
-    for player, count in zip(players, counts.tolist(), strict=True):
-        rows = slice(start, start + count)
-        logits[rows] = player.policy.logits(observations[rows])
-        if not player.policy.deterministic:  # sample from the softmax (Gumbel-max)
-            logits[rows] += player.rng.gumbel(size=(count, encoding.actions))
-        start += count
-    slots = encoding.name == "slots"
-    legal = tables.legal_int8 if slots else tables.legal_views_int8
-    action = np.where(legal[boards].view(bool), logits, -np.inf).argmax(axis=1)
-    return action if slots else tables.legal_slots[boards, action].astype(np.int64)
 
 
 def _batch_array(field: str) -> property:
@@ -336,7 +241,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.single_observation_space = spaces.Box(0.0, 1.0, (size,), np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
 
-        self._bots = {name: BatchedBot(name, self.tables) for name in BOT_NAMES}
+        self._bots = {name: BotPlayer(name, self.tables) for name in BOT_NAMES}
         self.pool = None
         self._players: list[Any] = []
         self._set_opponent(opponent)
@@ -394,7 +299,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
                 f"{', '.join(map(repr, BOT_NAMES))}, a path to an exported .onnx policy, a policy "
                 "from load_policy, or an OpponentPool"
             )
-        self._players = [BatchedPolicy(policy, self.tables)]
+        self._players = [PolicyPlayer(repr(policy), policy, self.tables)]
 
     def _draw_opponents(self, idx: np.ndarray) -> None:
         """Choose the opponent of every env in ``idx`` for its new episode."""
@@ -427,8 +332,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _snapshot_player(self, path: Path) -> int:
         index = self._snapshot_ids.get(path)
         if index is None:
-            player = BatchedPolicy(self.pool.snapshot_policy(path), self.tables)  # type: ignore[union-attr]
-            player.rng = self._policy_rng
+            policy = self.pool.snapshot_policy(path)  # type: ignore[union-attr]
+            player = PolicyPlayer(repr(policy), policy, self.tables, self._policy_rng)
             index = self._snapshot_ids[path] = len(self._players)
             self._players.append(player)
         return index
@@ -453,7 +358,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._bots[name].rng = np.random.default_rng(child)
         self._policy_rng = np.random.default_rng(policies)
         for player in self._players:
-            if isinstance(player, BatchedPolicy):
+            if isinstance(player, PolicyPlayer):
                 player.rng = self._policy_rng
         bots = tuple(self._bots[name].rng for name in BOT_KINDS)
         self._backend.generators = Generators(self._rng, bots)  # type: ignore[arg-type]
@@ -541,15 +446,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             observations = self.encode(name, pending[rows], mover[rows])
             group = [players[i] for i in mine]
             slots[rows] = choose_together(group, counts[mine], boards[rows], observations)
-        legal = (slots >= 0) & (slots < NUM_SLOTS)
-        legal[legal] = self.tables.legal[boards[legal], slots[legal]]
-        if not legal.all():  # a broken policy file, say
-            bad = np.flatnonzero(~legal)[0]
-            player = self._players[which[bad]]
-            board = " ".join(s or "." for s in self.tables.board(boards[bad]))
-            raise ValueError(
-                f"the opponent {player!r} made an illegal move: slot {slots[bad]} on {board!r}"
-            )
+        check_legal(self.tables, boards, slots, lambda row: self._players[which[row]].name)
         slot[pending] = slots
 
     def _info(self, out: Outcome, mask: np.ndarray) -> dict[str, Any]:
@@ -692,7 +589,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             raise RuntimeError("call reset() before get_state()")
         if self._unfinished is not None:  # a half-played batch is no state to go on from
             raise interrupted(self._unfinished, "get_state()")
-        players = [p for p in self._players if isinstance(p, BatchedPolicy)]
+        players = [p for p in self._players if isinstance(p, PolicyPlayer)]
         return {
             "num_envs": self.num_envs,
             "arrays": {name: getattr(self, name).tolist() for name in self.STATE_ARRAYS},
@@ -718,7 +615,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         sentence for a state that cannot belong to this batch; nothing it accepts can crash
         a later step.
         """
-        policies = sum(isinstance(p, BatchedPolicy) for p in self._players)
+        policies = sum(isinstance(p, PolicyPlayer) for p in self._players)
         shape = Shape(
             num_envs=self.num_envs,
             tables=self.tables,

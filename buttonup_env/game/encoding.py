@@ -213,7 +213,11 @@ class AfterstateEncoding(RingEncoding):
 
 _ZERO_AFTER_VIEW = bytes(AfterstateEncoding.view_size * 4)
 
-ENCODINGS: dict[str, SlotEncoding | RingEncoding] = {
+Encoding = SlotEncoding | RingEncoding
+"""An observation encoding: a :class:`SlotEncoding` or a :class:`RingEncoding` (which
+:class:`AfterstateEncoding` is)."""
+
+ENCODINGS: dict[str, Encoding] = {
     SlotEncoding.name: SlotEncoding(),
     RingEncoding.name: RingEncoding(),
     AfterstateEncoding.name: AfterstateEncoding(),

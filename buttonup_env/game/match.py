@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ class Match:
             an integer seeds a new one.
         target: points that win the match (default 15).
         first: who starts the first round; ``None`` draws it from ``rng``.
+        layout: the first round's layout; ``None`` draws it from ``rng``.
 
     ``state`` is the current position. :meth:`play` plays a move; when a round ends the state is
     the finished round (final stack, points added) until :meth:`next_round` sets up the next.
@@ -39,13 +41,16 @@ class Match:
         rng: np.random.Generator | int | None = None,
         target: int = DEFAULT_TARGET,
         first: Color | None = None,
+        layout: Sequence[str] | str | None = None,
     ) -> None:
         _check_first(first)
         self.rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         if first is None:
             first = "R" if self.rng.integers(2) == 0 else "B"
         self.first: Color = first
-        self.state = State.new_round(random_layout(self.rng), first, target=target)
+        if layout is None:
+            layout = random_layout(self.rng)
+        self.state = State.new_round(layout, first, target=target)
         self.rounds: list[dict[str, Any]] = []
         self._start = self.state
         self._moves: list[int] = []
@@ -81,9 +86,10 @@ class Match:
             self.rounds.append(self._round_record(after))
         return after
 
-    def next_round(self) -> State:
-        """Set up the next round (random layout, starting rule) once the current one is over."""
-        self.state = self.state.next_round(random_layout(self.rng))
+    def next_round(self, layout: Sequence[str] | str | None = None) -> State:
+        """Set up the next round (``layout``, by default a random one; the starting rule) once
+        the current one is over."""
+        self.state = self.state.next_round(random_layout(self.rng) if layout is None else layout)
         self._start = self.state
         self._moves, self._movers, self._extra, self._boards = [], [], [], []
         return self.state
@@ -111,3 +117,18 @@ class Match:
             "score": self.state.score if self.state.round_over else self._start.score,
             "winner": self.winner,
         }
+
+
+def replayed(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` (a match record of layouts, starters and moves, as the arena keeps them)
+    played again move by move, with every round in full as :class:`Match` writes it: the
+    movers, extra turns, boards, final strength, points and score after each round. Its
+    other fields (the players) are kept."""
+    rounds = record["rounds"]
+    match = Match(target=record["target"], first=rounds[0]["first"], layout=rounds[0]["layout"])
+    for index, round_ in enumerate(rounds):
+        if index:
+            match.next_round(round_["layout"])
+        for slot in round_["moves"]:
+            match.play(slot)
+    return {**record, **match.record(record["id"])}

@@ -63,9 +63,11 @@ def printable(text: str, limit: int | None = None) -> str:
     return "".join(kept) + "..."
 
 
-def shown(value: object, limit: int = 60) -> str:
-    """``value`` as Python writes it (``repr``), cut to ``limit`` characters, for messages."""
-    return printable(repr(value), limit)
+def shown(value: object, limit: int = 60, as_json: bool = False) -> str:
+    """``value`` for a message: as Python writes it (``repr``), or as JSON (``as_json``: the
+    web app's answers), its characters that do not print escaped, cut to ``limit``
+    characters. The one way every layer shows a value it refuses."""
+    return printable(json.dumps(value, default=str) if as_json else repr(value), limit)
 
 
 @dataclass(frozen=True)

@@ -1,47 +1,44 @@
-"""Many matches at once: the batched players and the match loop behind evaluation and leagues.
+"""Many matches at once: the match loop behind every measure of a player and the leagues.
 
 All the matches are played together, as one :class:`~buttonup_env.engine.batch.Batch` of the
 batched engine (the pair's first player is the batch's agent), whose numpy backend plays the
 moves, scores the rounds and deals the next ones by the starting rule
 (:class:`~buttonup_env.engine.numpy_backend.NumpyBackend`). One pass of the loop is one move in
 every match still going on, and each player chooses its slots in all the matches where it is to
-move with one call (:class:`BatchedPlayer`): a table look-up for the bots, one batched inference
-for a policy.
+move with one call (:class:`~buttonup_env.players.batched.BatchedPlayer`): a table look-up for
+the bots, one batched inference for a policy.
 The random numbers a match needs (the bots' random moves and tie-breaks, the layouts) come from a
 generator of its own pair of players, seeded from the seed and the two names
 (:func:`pair_generator`), so a pair's matches are the same whatever else is played beside them.
 Seats alternate (the pair's first player is Red in even-numbered matches) and so does the first
-round's starter (every two matches), as in :func:`buttonup_env.players.evaluation.evaluate`; later
-rounds follow the starting rule.
+round's starter (every two matches); later rounds follow the starting rule.
 
-:func:`play_pairs` plays the matches of many pairs and measures the first player of each pair as
-:func:`~buttonup_env.players.evaluation.evaluate` does: matches won, round margins, and the regret
-of its every decision against the exact solver's move values. :func:`play_matches` is the same for
-one pair, as an :class:`~buttonup_env.players.evaluation.EvaluationResult`; training's periodic
-evaluations and the league (:mod:`buttonup_env.players.league`) use them. A seed gives the same
-matches; they are not the layouts :func:`~buttonup_env.players.evaluation.evaluate` draws for that
-seed.
+:func:`play_pairs` plays the matches of many pairs and counts, for the first player of each
+pair, matches won, round margins, and the regret of its every decision against the exact
+solver's move values: :func:`buttonup_env.players.evaluation.evaluate` (a card,
+``training/evaluate.py``) and :func:`~buttonup_env.players.evaluation.evaluate_many`
+(training's periodic evaluations) measure through it, and the league
+(:mod:`buttonup_env.players.league`) rates from it.
 
 Players by name (:func:`make_player`): ``random``, ``greedy``, ``perfect``, a graded bot
 ``perfect-P`` (a random legal move with probability ``P``, else the perfect one; see
 :class:`buttonup_env.players.bots.GradedBot`), a shipped policy (``buttonup-ppo``), a path to an
 exported ``.onnx`` policy, or a training run's folder (its snapshots, :func:`run_snapshots`).
-Policies play their best legal action, as in ``training/evaluate.py``.
+Policies play their best legal action.
 """
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from ..engine.batch import BLACK, BOT_KINDS, RED, Batch, Rules
-from ..engine.numpy_backend import NumpyBackend, bot_moves, observations
+from ..engine.batch import BLACK, RED, Batch, Rules
+from ..engine.numpy_backend import NumpyBackend
 from ..engine.tables import GameTables, game_tables
 from ..game.rules import (
     COLORS,
@@ -52,113 +49,9 @@ from ..game.rules import (
     check_target,
     is_whole_number,
 )
+from .batched import UNIFORMS, BatchedPlayer, BotPlayer, PolicyPlayer, Positions, check_legal
 from .bots import BOT_NAMES, GRADED_PREFIX, graded_name, graded_p
-from .evaluation import EvaluationResult, wilson_interval
 from .shipped import shipped_policies
-
-UNIFORMS = 2
-"""Random numbers a player may use for each move (in ``[0, 1)``; see :class:`BatchedPlayer`)."""
-
-
-# --- players -------------------------------------------------------------------------------------
-
-
-class BatchedPlayer(Protocol):
-    """A player that chooses its moves in many matches at once.
-
-    ``choose`` gets, for each match where the player is to move, the board number (of
-    :func:`~buttonup_env.engine.tables.game_tables`), the colour to move (0 Red, 1 Black), the match
-    score (Red's then Black's points), the target, and ``UNIFORMS`` random numbers in
-    ``[0, 1)`` for the move; it returns a legal slot for each. A player draws no random numbers
-    of its own: the league hands them out, so that a pair's matches do not depend on the rest.
-    """
-
-    name: str
-
-    def choose(
-        self,
-        boards: np.ndarray,
-        mover: np.ndarray,
-        score: np.ndarray,
-        target: int,
-        uniforms: np.ndarray,
-    ) -> np.ndarray: ...
-
-
-class BotPlayer:
-    """A bot whose choices come from the game tables: ``random``, ``greedy``, ``perfect``, or a
-    graded ``perfect-P``, which lifts a uniformly random legal slot with probability ``P`` and
-    plays as the perfect bot otherwise (ties between equal moves broken uniformly)."""
-
-    def __init__(self, name: str, tables: GameTables | None = None) -> None:
-        self.tables = tables if tables is not None else game_tables()
-        p = graded_p(name)
-        if name not in BOT_NAMES and p is None:
-            raise ValueError(
-                f"{name!r} is not a bot; use {', '.join(BOT_NAMES)} or {GRADED_PREFIX}P"
-            )
-        self.name = graded_name(p) if p is not None else name
-        self.p = 1.0 if name == "random" else (p if p is not None else 0.0)
-        self.kind = BOT_KINDS.index("greedy" if name == "greedy" else "perfect")
-        """The engine's bot that plays the moves that are not random."""
-
-    def choose(
-        self,
-        boards: np.ndarray,
-        mover: np.ndarray,
-        score: np.ndarray,
-        target: int,
-        uniforms: np.ndarray,
-    ) -> np.ndarray:
-        """The bot's slots: uniform 0 decides a random move, uniform 1 picks the slot."""
-        t = self.tables
-        random = BOT_KINDS.index("random")
-        if self.p >= 1.0:
-            return bot_moves(t, random, boards, mover, uniforms[:, 1])
-        slots = bot_moves(t, self.kind, boards, mover, uniforms[:, 1])
-        if self.p > 0.0:
-            wild = uniforms[:, 0] < self.p
-            if wild.any():
-                slots[wild] = bot_moves(t, random, boards[wild], mover[wild], uniforms[wild, 1])
-        return slots
-
-    def __repr__(self) -> str:
-        return f"BotPlayer({self.name!r})"
-
-
-class PolicyPlayer:
-    """An exported policy (anything with ``logits(obs)`` and an ``encoding``, as
-    :func:`buttonup_env.load_policy` gives): one inference for all the matches where it is to
-    move, then its best legal action in each (the first of equal logits, as its ``act``)."""
-
-    def __init__(self, name: str, policy: Any, tables: GameTables | None = None) -> None:
-        if not callable(getattr(policy, "logits", None)) or not hasattr(policy, "encoding"):
-            raise ValueError(f"{policy!r} is not a policy: it needs logits(obs) and an encoding")
-        self.name = name
-        self.policy = policy
-        self.encoding = policy.encoding.name
-        self.tables = tables if tables is not None else game_tables()
-
-    def choose(
-        self,
-        boards: np.ndarray,
-        mover: np.ndarray,
-        score: np.ndarray,
-        target: int,
-        uniforms: np.ndarray,
-    ) -> np.ndarray:
-        """The policy's best legal slot in each position (the uniforms are not used)."""
-        t = self.tables
-        obs = observations(t, self.encoding, boards, mover, score, target)
-        logits = np.asarray(self.policy.logits(obs), dtype=np.float64)
-        legal = t.legal[boards] if self.encoding == "slots" else t.legal_views_int8[boards] > 0
-        action = np.where(legal, logits, -np.inf).argmax(axis=1)
-        if self.encoding == "slots":
-            return action.astype(np.int64)
-        return t.legal_slots[boards, action].astype(np.int64)
-
-    def __repr__(self) -> str:
-        return f"PolicyPlayer({self.name!r})"
 
 
 def run_snapshots(folder: str | Path) -> list[Path]:
@@ -262,29 +155,6 @@ class PairResult:
         """``{"a", "b", "wins_a", "matches"}`` as the league's JSON has them."""
         return {"a": self.a, "b": self.b, "wins_a": self.wins_a, "matches": self.matches}
 
-    def evaluation(self, seconds: float = 0.0) -> EvaluationResult:
-        """``a``'s figures as :func:`~buttonup_env.players.evaluation.evaluate` gives them (without
-        records): won, round margin, and the regret per decision against the solver."""
-        decisions = sum(self.decisions_by_move)
-        return EvaluationResult(
-            matches=self.matches,
-            wins=self.wins_a,
-            losses=self.matches - self.wins_a,
-            win_rate=self.wins_a / self.matches,
-            win_rate_interval=wilson_interval(self.wins_a, self.matches),
-            rounds=self.rounds,
-            mean_round_margin=self.margin_a / self.rounds,
-            decisions=decisions,
-            mean_regret=sum(self.regret_by_move) / decisions if decisions else float("nan"),
-            seconds=seconds,
-            matches_per_second=self.matches / seconds if seconds > 0 else float("inf"),
-            decisions_by_move=list(self.decisions_by_move),
-            regret_by_move=[
-                total / count if count else float("nan")
-                for total, count in zip(self.regret_by_move, self.decisions_by_move, strict=True)
-            ],
-        )
-
 
 def pair_generator(seed: int, a: str, b: str) -> np.random.Generator:
     """The generator of the matches of ``a`` against ``b`` in a league seeded with ``seed``."""
@@ -363,22 +233,17 @@ def play_pairs(
         slots = np.empty(len(live), dtype=np.int64)
         for index in np.unique(who):
             sel = np.flatnonzero(who == index)
-            slots[sel] = players[index].choose(
+            rows = live[sel]
+            at = Positions(
                 boards[sel],
                 mover[sel],
-                batch.score[live[sel]],
+                batch.score[rows],
                 target,
-                uniforms[live[sel], :UNIFORMS],
+                batch.starter[rows],
+                uniforms[rows, :UNIFORMS],
             )
-        legal = (slots >= 0) & (slots < NUM_SLOTS)
-        legal[legal] = tables.legal[boards[legal], slots[legal]]
-        if not legal.all():
-            bad = int(np.flatnonzero(~legal)[0])
-            text = " ".join(s or "." for s in tables.board(int(boards[bad])))
-            raise ValueError(
-                f"the player {players[who[bad]].name!r} chose slot {slots[bad]}, which is not "
-                f"legal on {text!r}"
-            )
+            slots[sel] = players[index].choose(at)
+        check_legal(tables, boards, slots, lambda row, who=who: players[who[row]].name)
         if keep_records:
             log.append((live, slots))
         mine = np.flatnonzero(mover == batch.agent[live])  # the first player's decisions
@@ -404,9 +269,10 @@ def play_pairs(
                 starts.append((more, batch.board[more].copy(), batch.starter[more].copy()))
         if won.any():
             going = ~batch.done.reshape(n_pairs, matches).all(axis=1)
+            if progress is not None:  # once for every match finished
+                for count in range(finished + 1, finished + int(won.sum()) + 1):
+                    progress(count)
             finished += int(won.sum())
-            if progress is not None:
-                progress(finished)
     score = batch.score
     red_won = score[:, 0] >= target
     a_won = red_won == a_is_red
@@ -474,62 +340,3 @@ def _records(
             }
         )
     return records
-
-
-MEASURED = "learner"
-"""The name under which :func:`play_matches` and :func:`evaluate_many` play the player they
-measure (unless it is a :class:`BatchedPlayer` already, which keeps its own): the matches then
-depend on the seed and the opponents, not on the measured player's name or file path. (The
-name is training's: its periodic evaluation measures the learner.)"""
-
-
-def play_matches(
-    player: Any,
-    opponent: Any,
-    matches: int,
-    seed: int = 0,
-    target: int = DEFAULT_TARGET,
-) -> EvaluationResult:
-    """Play ``matches`` matches of ``player`` against ``opponent`` at once and measure
-    ``player`` as :func:`~buttonup_env.players.evaluation.evaluate` does (without records).
-
-    Each is a player's name or file (see :func:`make_player`), a policy loaded with
-    :func:`buttonup_env.load_policy`, or a :class:`BatchedPlayer`. The same seed gives the
-    same matches wherever the measured player's file lies (see :data:`MEASURED`).
-    """
-    return evaluate_many(player, [opponent], matches, seed, target)[0]
-
-
-def evaluate_many(
-    player: Any,
-    opponents: Sequence[Any],
-    matches: int,
-    seed: int = 0,
-    target: int = DEFAULT_TARGET,
-) -> list[EvaluationResult]:
-    """:func:`play_matches` against each of ``opponents``, all their matches at once."""
-    if not opponents:
-        raise ValueError("evaluate_many needs at least one opponent")
-    start = time.perf_counter()
-    players = [_measured(player)] + [as_player(o) for o in opponents]
-    results = play_pairs(players, [(0, j) for j in range(1, len(players))], matches, seed, target)
-    seconds = (time.perf_counter() - start) / len(results)
-    return [result.evaluation(seconds) for result in results]
-
-
-def as_player(spec: Any) -> BatchedPlayer:
-    """``spec`` as a batched player: already one (it has ``choose``), or made by
-    :func:`make_player`."""
-    if callable(getattr(spec, "choose", None)) and hasattr(spec, "name"):
-        return spec
-    return make_player(spec)
-
-
-def _measured(spec: Any) -> BatchedPlayer:
-    """The player that :func:`evaluate_many` measures, named :data:`MEASURED` unless it is a
-    batched player already."""
-    if callable(getattr(spec, "choose", None)) and hasattr(spec, "name"):
-        return spec
-    player = make_player(spec, MEASURED)
-    player.name = MEASURED  # a bot's name too: only the seeding reads it
-    return player

@@ -1,23 +1,33 @@
-"""Playing players against each other and measuring them against the exact solver.
+"""Measuring a player: its matches against an opponent, won and lost, and the regret of its
+every decision against the exact solver.
 
-Used by ``training/evaluate.py`` and by the evaluation inside training. Only numpy: any player
-with ``act(state)`` can be measured (bots, ONNX policies, SB3 models).
+The one way a player is measured: :func:`evaluate` (a model card, ``training/evaluate.py``)
+and :func:`evaluate_many` (training's periodic evaluations, several opponents at once) play
+their matches through the arena's batched loop
+(:func:`~buttonup_env.players.arena.play_pairs`), so that for one seed a card and a
+training log measure the same matches: the layouts and random moves of a pair come from the
+seed and the two players' names, the measured player always named :data:`MEASURED`. Any
+player can be measured: a bot or a policy plays from the tables or in one inference call,
+anything else with ``act(state)`` (an SB3 model, your own) one game at a time
+(:class:`~buttonup_env.players.batched.ActPlayer`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..game import solver
-from ..game.match import Match
-from ..game.rules import COLORS, DEFAULT_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, other
-from .bots import Player
+from ..game.match import replayed
+from ..game.rules import DEFAULT_TARGET
+from .arena import PairResult, make_player, play_pairs
+from .batched import ActPlayer, BatchedPlayer, BotPlayer, PolicyPlayer
+from .bots import BOT_CLASSES, GradedBot, Player, graded_name
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
@@ -84,6 +94,73 @@ class EvaluationResult:
         )
 
 
+MEASURED = "learner"
+"""The name under which :func:`evaluate` and :func:`evaluate_many` play the player they
+measure (unless it is a batched player already, which keeps its own): the matches then
+depend on the seed and the opponents, not on the measured player's name or file path. (The
+name is training's: its periodic evaluation measures the learner.)"""
+
+
+def figures(pair: PairResult, seconds: float = 0.0, regret: bool = True) -> EvaluationResult:
+    """The first player's figures of the matches ``pair`` (without records): won, round
+    margin, and (``regret``) the regret per decision against the solver."""
+    decisions = sum(pair.decisions_by_move)
+    by_move = [
+        total / count if regret and count else float("nan")
+        for total, count in zip(pair.regret_by_move, pair.decisions_by_move, strict=True)
+    ]
+    mean = sum(pair.regret_by_move) / decisions if regret and decisions else float("nan")
+    return EvaluationResult(
+        matches=pair.matches,
+        wins=pair.wins_a,
+        losses=pair.matches - pair.wins_a,
+        win_rate=pair.wins_a / pair.matches,
+        win_rate_interval=wilson_interval(pair.wins_a, pair.matches),
+        rounds=pair.rounds,
+        mean_round_margin=pair.margin_a / pair.rounds,
+        decisions=decisions,
+        mean_regret=mean,
+        seconds=seconds,
+        matches_per_second=pair.matches / seconds if seconds > 0 else float("inf"),
+        decisions_by_move=list(pair.decisions_by_move),
+        regret_by_move=by_move,
+    )
+
+
+def batched(player: Any, name: str | None = None) -> BatchedPlayer:
+    """``player`` as a batched player, named ``name`` (default: its own name): a batched
+    player already; a name or a file (:func:`~buttonup_env.players.arena.make_player`); a
+    built-in bot (played from the tables, as its name is); a policy (``logits`` and an
+    ``encoding``); or anything with ``act(state)``."""
+    if callable(getattr(player, "choose", None)) and hasattr(player, "name"):
+        return player
+    if isinstance(player, str | Path):
+        made = make_player(player, name)
+        made.name = name or made.name  # a bot's too
+        return made
+    bot = bot_name(player)
+    if bot is not None:
+        made = BotPlayer(bot)
+        made.name = name or bot
+        return made
+    if callable(getattr(player, "logits", None)) and hasattr(player, "encoding"):
+        return PolicyPlayer(name or repr(player), player)
+    if not callable(getattr(player, "act", None)):
+        raise ValueError(f"{player!r} is not a player: it needs act(state) or logits(obs)")
+    return ActPlayer(name or repr(player), player)
+
+
+def bot_name(player: Any) -> str | None:
+    """The name of the built-in bot ``player`` is (``perfect-0.3`` for a graded one), or
+    None."""
+    if isinstance(player, GradedBot):
+        return graded_name(player.p)
+    for name, cls in BOT_CLASSES.items():
+        if type(player) is cls:
+            return name
+    return None
+
+
 def _reset(player: Player, rng: np.random.Generator) -> None:
     reset = getattr(player, "reset", None)
     if callable(reset):
@@ -91,8 +168,8 @@ def _reset(player: Player, rng: np.random.Generator) -> None:
 
 
 def evaluate(
-    player: Player,
-    opponent: Player,
+    player: Any,
+    opponent: Any,
     matches: int,
     seed: int = 0,
     target: int = DEFAULT_TARGET,
@@ -104,74 +181,46 @@ def evaluate(
 
     Seats alternate: ``player`` is red in even-numbered matches and black in odd ones, and the
     first round's starter alternates every two matches, so both seats and both starting orders
-    are played equally. Layouts come from a generator seeded with ``seed``; players with
-    ``reset(rng)`` get their own generators derived from it. ``regret`` measures every decision
-    of ``player`` with the solver. ``progress`` is called with the number of matches done.
+    are played equally. The matches are the arena's for ``seed`` (:func:`evaluate_many` plays
+    the same against each opponent); players with ``reset(rng)`` get their own generators
+    derived from ``seed``. ``regret`` reports the regret of ``player``'s decisions against the
+    solver. ``keep_records`` keeps every match as a match record (``docs/rules.md``, each
+    round in full). ``progress`` is called with the number of matches done, after each.
     """
     if isinstance(matches, bool) or not isinstance(matches, int) or matches < 1:
         raise ValueError(f"matches must be a whole number >= 1, got {matches!r}")
-    seeds = np.random.SeedSequence(seed).spawn(3)
-    layout_rng, player_rng, opponent_rng = (np.random.default_rng(s) for s in seeds)
+    player_rng, opponent_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)
+    )
     _reset(player, player_rng)
     _reset(opponent, opponent_rng)
-    wins = rounds = decisions = 0
-    margin_total = 0
-    regret_total = 0.0
-    regret_by_move = np.zeros(MOVES_PER_ROUND)
-    decisions_by_move = np.zeros(MOVES_PER_ROUND, dtype=np.int64)
-    records = []
+    players = [batched(player, MEASURED), batched(opponent)]
     start = time.perf_counter()
-    for index in range(matches):
-        color: Color = COLORS[index % 2]
-        first: Color = COLORS[(index // 2) % 2]
-        match = Match(layout_rng, target=target, first=first)
-        players = {color: player, other(color): opponent}
-        while True:
-            state = match.state
-            mover = players[state.to_move]
-            slot = mover.act(state)
-            if mover is player:
-                move = NUM_SLOTS - state.stacks  # 0 for a round's first move, 7 for its last
-                decisions += 1
-                decisions_by_move[move] += 1
-                if regret:
-                    values = solver.move_values(state)
-                    if slot in values:
-                        lost = max(values.values()) - values[slot]
-                        regret_total += lost
-                        regret_by_move[move] += lost
-            after = match.play(slot)
-            if after.round_over:
-                rounds += 1
-                strength = after.strength
-                margin_total += strength[color] - strength[other(color)]
-                if after.match_over:
-                    break
-                match.next_round()
-        wins += match.winner == color
-        if keep_records:
-            record = match.record(f"eval-{seed}-{index}")
-            record["players"] = {color: repr(player), other(color): repr(opponent)}
-            records.append(record)
-        if progress is not None:
-            progress(index + 1)
-    seconds = time.perf_counter() - start
-    return EvaluationResult(
-        matches=matches,
-        wins=wins,
-        losses=matches - wins,
-        win_rate=wins / matches,
-        win_rate_interval=wilson_interval(wins, matches),
-        rounds=rounds,
-        mean_round_margin=margin_total / rounds,
-        decisions=decisions,
-        mean_regret=regret_total / decisions if regret and decisions else float("nan"),
-        seconds=seconds,
-        matches_per_second=matches / seconds if seconds > 0 else float("inf"),
-        records=records,
-        decisions_by_move=decisions_by_move.tolist(),
-        regret_by_move=[
-            float(total / count) if regret and count else float("nan")
-            for total, count in zip(regret_by_move, decisions_by_move, strict=True)
-        ],
-    )
+    [pair] = play_pairs(players, [(0, 1)], matches, seed, target, keep_records, progress)
+    result = figures(pair, time.perf_counter() - start, regret)
+    names = {players[0].name: repr(player), players[1].name: repr(opponent)}
+    for index, record in enumerate(pair.records):
+        full = replayed(record)
+        full["id"] = f"eval-{seed}-{index}"
+        full["players"] = {seat: names[who] for seat, who in record["players"].items()}
+        result.records.append(full)
+    return result
+
+
+def evaluate_many(
+    player: Any,
+    opponents: Sequence[Any],
+    matches: int,
+    seed: int = 0,
+    target: int = DEFAULT_TARGET,
+) -> list[EvaluationResult]:
+    """:func:`evaluate` against each of ``opponents`` (names, files, bots, policies), all
+    their matches at once: the same matches as one :func:`evaluate` each (without
+    records)."""
+    if not opponents:
+        raise ValueError("evaluate_many needs at least one opponent")
+    start = time.perf_counter()
+    players = [batched(player, MEASURED)] + [batched(o) for o in opponents]
+    pairs = play_pairs(players, [(0, j) for j in range(1, len(players))], matches, seed, target)
+    seconds = (time.perf_counter() - start) / len(pairs)
+    return [figures(pair, seconds) for pair in pairs]

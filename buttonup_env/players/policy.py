@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..game.encoding import ENCODINGS, RingEncoding, SlotEncoding
+from ..game.encoding import ENCODINGS, Encoding
 from ..game.records import open_regular_file
 from ..game.rules import LAYOUTS, State
 from .onnx_graph import (
@@ -49,8 +49,6 @@ META_VERSION = "buttonup_env.format"
 FORMAT_VERSION = "1"
 INPUT_NAME = "obs"
 OUTPUT_NAME = "logits"
-
-Encoding = SlotEncoding | RingEncoding
 
 
 class PolicyError(ValueError):

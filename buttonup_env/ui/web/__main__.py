@@ -1,7 +1,7 @@
-"""``python -m buttonup_env.web``: see :mod:`buttonup_env.ui.web.cli`."""
+"""``python -m buttonup_env.web``: see :mod:`buttonup_env.ui.web.server`."""
 
 import sys
 
-from .cli import main
+from .server import main
 
 sys.exit(main())

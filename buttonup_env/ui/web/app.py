@@ -39,7 +39,6 @@ records were read at start-up, and players are chosen by key among those offered
 from __future__ import annotations
 
 import functools
-import json
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -50,6 +49,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ...game.records import shown
 from .games import (
     MAX_GAMES,
     MAX_GAMES_PER_CLIENT,
@@ -128,12 +128,6 @@ def _problem(status: int, text: str) -> JSONResponse:
     return JSONResponse({"detail": _sentence(text)}, status_code=status)
 
 
-def _shown(value: object) -> str:
-    """``value`` as JSON, cut short when long."""
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def _validation_sentence(error: RequestValidationError) -> str:
     """The first problem of a malformed request, in words."""
     errors = error.errors()
@@ -155,7 +149,8 @@ def _validation_sentence(error: RequestValidationError) -> str:
         text = f'the request has an unknown field "{".".join(loc)}"'
     else:
         message = str(first.get("msg", "is not valid"))
-        text = f"{field} is {_shown(first.get('input'))}: {message[:1].lower() + message[1:]}"
+        given = shown(first.get("input"), 40, as_json=True)
+        text = f"{field} is {given}: {message[:1].lower() + message[1:]}"
     if len(errors) > 1:
         text += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return text
@@ -319,7 +314,8 @@ def create_app(
         if key not in by_key:
             choices = ", ".join([HUMAN, *by_key])
             raise NotOffered(
-                f"the {field} player {_shown(key)} is not offered here; use one of {choices}"
+                f"the {field} player {shown(key, 40, as_json=True)} is not offered here; "
+                f"use one of {choices}"
             )
         return by_key[key]
 
