@@ -27,7 +27,8 @@ from buttonup_env.game.rules import State
 from buttonup_env.ui.play import describe_move
 from buttonup_env.ui.web import server
 from buttonup_env.ui.web.app import STATIC, create_app
-from buttonup_env.ui.web.games import load_records, offer
+from buttonup_env.ui.web.offered import offer
+from buttonup_env.ui.web.replays import load_records
 
 try:  # Starlette's test client moved to httpx2; older installs have httpx
     import httpx2 as httpx

@@ -54,7 +54,8 @@ from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 from buttonup_env.ui.web.app import create_app  # noqa: E402
-from buttonup_env.ui.web.games import load_records, offer  # noqa: E402
+from buttonup_env.ui.web.offered import offer  # noqa: E402
+from buttonup_env.ui.web.replays import load_records  # noqa: E402
 from buttonup_env.ui.web.server import listen  # noqa: E402
 
 WAIT = 20  # seconds for anything the page does

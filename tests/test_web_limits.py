@@ -34,18 +34,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from buttonup_env.game.rules import LAYOUTS, State, next_starter
-from buttonup_env.ui.web import games
+from buttonup_env.ui.web import errors, games, replays
 from buttonup_env.ui.web import server as web_server
+from buttonup_env.ui.web import store as stores
 from buttonup_env.ui.web.app import SECURITY_HEADERS, create_app
-from buttonup_env.ui.web.games import (
+from buttonup_env.ui.web.guard import MAX_BODY_BYTES, MAX_RESPONSE_BYTES, AllowedHosts, host_name
+from buttonup_env.ui.web.offered import OfferedPlayer, offer
+from buttonup_env.ui.web.replays import (
     EVENTS_PER_ROUND,
     MAX_RECORDS_PAGE,
     MAX_REPLAY_ROUNDS,
-    OfferedPlayer,
     load_records,
-    offer,
 )
-from buttonup_env.ui.web.guard import MAX_BODY_BYTES, MAX_RESPONSE_BYTES, AllowedHosts, host_name
 
 LOCAL = "http://127.0.0.1:8000"
 
@@ -492,7 +492,7 @@ SLOW_SERVER = """
 import sys, threading
 from buttonup_env.ui.web import server
 from buttonup_env.ui.web.app import create_app
-from buttonup_env.ui.web.games import OfferedPlayer, offer
+from buttonup_env.ui.web.offered import OfferedPlayer, offer
 
 class Slow:
     def act(self, state):
@@ -599,7 +599,7 @@ def test_a_record_of_13001_tied_rounds_is_not_offered(tmp_path: Path) -> None:
 
 def test_the_longest_record_offered_is_replayed_off_the_loop_once_and_within_the_cap() -> None:
     record = tied_match(MAX_REPLAY_ROUNDS)
-    stored = [games._stored("longest", record)]
+    stored = [replays._stored("longest", record)]
     app = create_app(offer([]), stored)
 
     async def both() -> tuple[Any, float, Any]:
@@ -703,11 +703,11 @@ def test_a_client_beyond_its_share_pushes_out_its_own_games_only() -> None:
 
 def test_a_full_server_refuses_a_new_client_until_a_game_is_left_unused() -> None:
     now = [0.0]
-    store = games.GameStore(max_games=4, max_per_client=2, idle_seconds=60, clock=lambda: now[0])
+    store = stores.GameStore(max_games=4, max_per_client=2, idle_seconds=60, clock=lambda: now[0])
     game = lambda: games.Game(store.new_id(), None, None)  # noqa: E731
     for client in ("a", "a", "b", "b"):
         store.add(game(), client)
-    with pytest.raises(games.StoreFull, match="keeps 4 games, as many as it may"):
+    with pytest.raises(errors.StoreFull, match="keeps 4 games, as many as it may"):
         store.add(game(), "c")
     store.add(game(), "a")  # a client with games makes room from its own
     assert store.games_of("a") == 2 and store.games_of("b") == 2
@@ -739,7 +739,7 @@ def test_a_full_server_answers_503() -> None:
     ],
 )
 def test_clients_are_addresses_and_ipv6_networks(host: str | None, client: str) -> None:
-    assert games.client_of(host) == client
+    assert stores.client_of(host) == client
 
 
 # --- the command line's output ----------------------------------------------------------------

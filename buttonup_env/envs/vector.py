@@ -56,6 +56,28 @@ ENCODING_SIZES = {name: encoding.size for name, encoding in ENCODINGS.items()}
 _COLOR_NAMES = np.array(COLORS)  # "R", "B" by colour number, for info["agent_color"]
 
 
+def check_random_start(
+    random_start: float, moves: int, episode: str, agent_color: str | None
+) -> None:
+    """``ValueError`` in one sentence unless ``random_start`` is a probability, ``moves``
+    (``random_start_moves``) 1 to 6, and random starts come with one-round episodes and the
+    agent's colour drawn."""
+    if not (isinstance(random_start, int | float) and 0.0 <= random_start <= 1.0):
+        raise ValueError(
+            f"random_start={random_start!r} is not allowed; use a probability in [0, 1]"
+        )
+    if not is_whole_number(moves) or not 1 <= moves <= 6:
+        raise ValueError(
+            f"random_start_moves={moves!r} is not allowed; use 1 to 6 (a "
+            "round has 8 moves and a start must leave the agent a decision)"
+        )
+    if random_start and (episode != "round" or agent_color is not None):
+        raise ValueError(
+            f"random_start={random_start!r} needs episode='round' and agent_color=None: the "
+            "agent takes the side to move after the random moves"
+        )
+
+
 def _batch_array(field: str) -> property:
     return property(
         lambda self: getattr(self._batch, field),
@@ -187,29 +209,11 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         random_start_moves: int = 6,
         backend: str = "numba",
     ) -> None:
-        if not is_whole_number(num_envs) or num_envs < 1:
-            raise ValueError(f"num_envs={num_envs!r} is not allowed; use a whole number >= 1")
-        if not (isinstance(random_start, int | float) and 0.0 <= random_start <= 1.0):
-            raise ValueError(
-                f"random_start={random_start!r} is not allowed; use a probability in [0, 1]"
-            )
-        if not is_whole_number(random_start_moves) or not 1 <= random_start_moves <= 6:
-            raise ValueError(
-                f"random_start_moves={random_start_moves!r} is not allowed; use 1 to 6 (a "
-                "round has 8 moves and a start must leave the agent a decision)"
-            )
-        if random_start and (episode != "round" or agent_color is not None):
-            raise ValueError(
-                f"random_start={random_start!r} needs episode='round' and agent_color=None: the "
-                "agent takes the side to move after the random moves"
-            )
-        check_choice("agent_color", agent_color, COLOR_CHOICES)
-        check_choice("reward", reward, REWARDS)
-        check_choice("episode", episode, EPISODES)
-        check_choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
         encoding = getattr(encoding, "name", encoding)  # an encoding, or its name
-        check_choice("encoding", encoding, tuple(ENCODING_SIZES))
-        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
+        self._check_arguments(
+            num_envs, agent_color, reward, episode, illegal_action, encoding, render_mode
+        )
+        check_random_start(random_start, random_start_moves, episode, agent_color)
         self.num_envs = int(num_envs)
         self.target = check_target(target)
         self.agent_color_choice = agent_color
@@ -256,6 +260,26 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         next reset or :meth:`set_state`: the batch is then half-played."""
         self._options: dict[str, Any] = {}
         self._seed_generators(None)
+
+    def _check_arguments(
+        self,
+        num_envs: int,
+        agent_color: object,
+        reward: object,
+        episode: object,
+        illegal_action: object,
+        encoding: object,
+        render_mode: object,
+    ) -> None:
+        """``ValueError`` in one sentence for an argument the env does not take."""
+        if not is_whole_number(num_envs) or num_envs < 1:
+            raise ValueError(f"num_envs={num_envs!r} is not allowed; use a whole number >= 1")
+        check_choice("agent_color", agent_color, COLOR_CHOICES)
+        check_choice("reward", reward, REWARDS)
+        check_choice("episode", episode, EPISODES)
+        check_choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
+        check_choice("encoding", encoding, tuple(ENCODING_SIZES))
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
 
     # The batch's arrays, by the names get_state saves them under.
     _board = _batch_array("board")

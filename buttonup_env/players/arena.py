@@ -187,115 +187,162 @@ def play_pairs(
     for i, j in pairs:
         if not (0 <= i < len(players) and 0 <= j < len(players)) or i == j:
             raise ValueError(f"pair {(i, j)} does not name two different players of {len(players)}")
-    tables = game_tables()
-    n_pairs = len(pairs)
-    n = n_pairs * matches
-    k = np.tile(np.arange(matches), n_pairs)
-    pair = np.repeat(np.arange(n_pairs), matches)
-    first = np.array([i for i, _ in pairs], dtype=np.int64)[pair]
-    second = np.array([j for _, j in pairs], dtype=np.int64)[pair]
-    a_is_red = k % 2 == 0
-    seat = np.stack([np.where(a_is_red, first, second), np.where(a_is_red, second, first)], 1)
-    engine = NumpyBackend(tables, Rules(target=target), n)
-    batch = Batch.zeros(n)  # the agent: the pair's first player
-    batch.agent[:] = np.where(a_is_red, RED, BLACK)
-    batch.starter[:] = (k // 2) % 2
-    batch.to_move[:] = batch.starter
-    rounds = np.zeros(n, dtype=np.int64)
-    rngs = [pair_generator(seed, players[i].name, players[j].name) for i, j in pairs]
-    regret = np.zeros((n_pairs, MOVES_PER_ROUND))  # the first player's, by move of the round
-    decisions = np.zeros((n_pairs, MOVES_PER_ROUND), dtype=np.int64)
-    margin_a = np.zeros(n_pairs, dtype=np.int64)
-    uniforms = np.empty((n, UNIFORMS + 1))  # the players' numbers, then the next layout's
-    going = np.ones(n_pairs, dtype=bool)
-
-    def draw() -> None:
-        for p in np.flatnonzero(going):
-            uniforms[p * matches : (p + 1) * matches] = rngs[p].random((matches, UNIFORMS + 1))
-
-    def layouts(rows: np.ndarray) -> np.ndarray:
-        return (uniforms[rows, UNIFORMS] * len(LAYOUTS)).astype(np.int64)
-
-    draw()
-    batch.board[:] = layouts(np.arange(n))
-    log: list[tuple[np.ndarray, np.ndarray]] = []  # (matches, slots) of every move
-    starts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (matches, layout, starter)
-    if keep_records:
-        starts.append((np.arange(n), batch.board.copy(), batch.starter.copy()))
-    finished = 0
+    games = MatchBatch(players, pairs, matches, seed, target, keep_records)
     while True:
-        live = np.flatnonzero(~batch.done)
+        live = np.flatnonzero(~games.batch.done)
         if not len(live):
-            break
-        draw()
+            return games.results()
+        games.draw()
+        slots = games.choices(live)
+        games.count_regret(live, slots)
+        ended = games.engine.move(games.batch, live, slots)
+        if len(ended):
+            games.end_rounds(ended, progress)
+
+
+class MatchBatch:
+    """The matches of :func:`play_pairs` under way: the batch of games, who sits where, the
+    pairs' generators and what is counted for each pair's first player."""
+
+    def __init__(
+        self,
+        players: Sequence[BatchedPlayer],
+        pairs: Sequence[tuple[int, int]],
+        matches: int,
+        seed: int,
+        target: int,
+        keep_records: bool,
+    ) -> None:
+        self.players, self.pairs, self.matches, self.target = players, pairs, matches, target
+        self.keep_records = keep_records
+        self.tables = tables = game_tables()
+        n_pairs = len(pairs)
+        n = n_pairs * matches
+        k = np.tile(np.arange(matches), n_pairs)
+        self.pair = pair = np.repeat(np.arange(n_pairs), matches)
+        first = np.array([i for i, _ in pairs], dtype=np.int64)[pair]
+        second = np.array([j for _, j in pairs], dtype=np.int64)[pair]
+        self.a_is_red = a_is_red = k % 2 == 0
+        self.seat = np.stack(
+            [np.where(a_is_red, first, second), np.where(a_is_red, second, first)], 1
+        )
+        self.engine = NumpyBackend(tables, Rules(target=target), n)
+        self.batch = batch = Batch.zeros(n)  # the agent: the pair's first player
+        batch.agent[:] = np.where(a_is_red, RED, BLACK)
+        batch.starter[:] = (k // 2) % 2
+        batch.to_move[:] = batch.starter
+        self.rounds = np.zeros(n, dtype=np.int64)
+        self.rngs = [pair_generator(seed, players[i].name, players[j].name) for i, j in pairs]
+        self.regret = np.zeros((n_pairs, MOVES_PER_ROUND))  # the first player's, by move
+        self.decisions = np.zeros((n_pairs, MOVES_PER_ROUND), dtype=np.int64)
+        self.margin_a = np.zeros(n_pairs, dtype=np.int64)
+        self.uniforms = np.empty((n, UNIFORMS + 1))  # the players' numbers, the next layout's
+        self.going = np.ones(n_pairs, dtype=bool)
+        self.finished = 0
+        self.log: list[tuple[np.ndarray, np.ndarray]] = []  # (matches, slots) of every move
+        self.starts: list[
+            tuple[np.ndarray, np.ndarray, np.ndarray]
+        ] = []  # (matches, layout, starter)
+        self.draw()
+        batch.board[:] = self.layouts(np.arange(n))
+        if keep_records:
+            self.starts.append((np.arange(n), batch.board.copy(), batch.starter.copy()))
+
+    def draw(self) -> None:
+        """The random numbers of the next move in every pair still playing."""
+        matches = self.matches
+        for p in np.flatnonzero(self.going):
+            self.uniforms[p * matches : (p + 1) * matches] = self.rngs[p].random(
+                (matches, UNIFORMS + 1)
+            )
+
+    def layouts(self, rows: np.ndarray) -> np.ndarray:
+        return (self.uniforms[rows, UNIFORMS] * len(LAYOUTS)).astype(np.int64)
+
+    def choices(self, live: np.ndarray) -> np.ndarray:
+        """The slots the players to move choose in the games ``live``: one call each, every
+        slot checked."""
+        batch, players = self.batch, self.players
         boards, mover = batch.board[live], batch.to_move[live]
-        who = seat[live, mover]
+        who = self.seat[live, mover]
         slots = np.empty(len(live), dtype=np.int64)
         for index in np.unique(who):
             sel = np.flatnonzero(who == index)
             rows = live[sel]
+            uniforms = self.uniforms[rows, :UNIFORMS]
             at = Positions(
                 boards[sel],
                 mover[sel],
                 batch.score[rows],
-                target,
+                self.target,
                 batch.starter[rows],
-                uniforms[rows, :UNIFORMS],
+                uniforms,
             )
             slots[sel] = players[index].choose(at)
-        check_legal(tables, boards, slots, lambda row, who=who: players[who[row]].name)
-        if keep_records:
-            log.append((live, slots))
-        mine = np.flatnonzero(mover == batch.agent[live])  # the first player's decisions
+        check_legal(self.tables, boards, slots, lambda row: players[who[row]].name)
+        if self.keep_records:
+            self.log.append((live, slots))
+        return slots
+
+    def count_regret(self, live: np.ndarray, slots: np.ndarray) -> None:
+        """Count the regret of the first players' decisions among ``slots``."""
+        batch, tables = self.batch, self.tables
+        mine = np.flatnonzero(batch.to_move[live] == batch.agent[live])
         if len(mine):
-            b, m, s = boards[mine], mover[mine], slots[mine]
+            b, m, s = batch.board[live[mine]], batch.to_move[live[mine]], slots[mine]
             values = tables.move_values[b, m]
             lost = values.max(axis=1).astype(np.int64) - values[np.arange(len(mine)), s]
-            at = (pair[live[mine]], NUM_SLOTS - tables.num_stacks[b])
-            np.add.at(regret, at, lost)
-            np.add.at(decisions, at, 1)
-        ended = engine.move(batch, live, slots)
-        if not len(ended):
-            continue
+            at = (self.pair[live[mine]], NUM_SLOTS - tables.num_stacks[b])
+            np.add.at(self.regret, at, lost)
+            np.add.at(self.decisions, at, 1)
+
+    def end_rounds(self, ended: np.ndarray, progress: Callable[[int], None] | None) -> None:
+        """Score the rounds that ended in the games ``ended``; end the matches won (telling
+        ``progress`` of each), deal the next rounds of the others."""
+        batch, engine = self.batch, self.engine
         margin = engine.score_rounds(batch, ended)  # Red's strength minus Black's
-        np.add.at(margin_a, pair[ended], np.where(batch.agent[ended] == RED, margin, -margin))
-        rounds[ended] += 1
+        mine = np.where(batch.agent[ended] == RED, margin, -margin)
+        np.add.at(self.margin_a, self.pair[ended], mine)
+        self.rounds[ended] += 1
         won = engine.match_won(batch, ended)
         batch.done[ended[won]] = True
         more = ended[~won]
         if len(more):  # the next rounds: the starting rule, fresh layouts
-            engine.start_rounds(batch, more, layouts(more))
-            if keep_records:
-                starts.append((more, batch.board[more].copy(), batch.starter[more].copy()))
+            engine.start_rounds(batch, more, self.layouts(more))
+            if self.keep_records:
+                self.starts.append((more, batch.board[more].copy(), batch.starter[more].copy()))
         if won.any():
-            going = ~batch.done.reshape(n_pairs, matches).all(axis=1)
+            self.going = ~batch.done.reshape(len(self.pairs), self.matches).all(axis=1)
             if progress is not None:  # once for every match finished
-                for count in range(finished + 1, finished + int(won.sum()) + 1):
+                for count in range(self.finished + 1, self.finished + int(won.sum()) + 1):
                     progress(count)
-            finished += int(won.sum())
-    score = batch.score
-    red_won = score[:, 0] >= target
-    a_won = red_won == a_is_red
-    results = []
-    for p, (i, j) in enumerate(pairs):
-        rows = slice(p * matches, (p + 1) * matches)
-        results.append(
-            PairResult(
-                players[i].name,
-                players[j].name,
-                int(a_won[rows].sum()),
-                matches,
-                int(rounds[rows].sum()),
-                int(margin_a[p]),
-                decisions[p].tolist(),
-                regret[p].tolist(),
+            self.finished += int(won.sum())
+
+    def results(self) -> list[PairResult]:
+        """Each pair's matches, counted (with their records when kept)."""
+        matches, players, score = self.matches, self.players, self.batch.score
+        a_won = (score[:, 0] >= self.target) == self.a_is_red
+        results = []
+        for p, (i, j) in enumerate(self.pairs):
+            rows = slice(p * matches, (p + 1) * matches)
+            results.append(
+                PairResult(
+                    players[i].name,
+                    players[j].name,
+                    int(a_won[rows].sum()),
+                    matches,
+                    int(self.rounds[rows].sum()),
+                    int(self.margin_a[p]),
+                    self.decisions[p].tolist(),
+                    self.regret[p].tolist(),
+                )
             )
-        )
-    if keep_records:
-        records = _records(players, tables, seat, score, target, log, starts)
-        for p, result in enumerate(results):
-            result.records = records[p * matches : (p + 1) * matches]
-    return results
+        if self.keep_records:
+            log, starts = self.log, self.starts
+            records = _records(players, self.tables, self.seat, score, self.target, log, starts)
+            for p, result in enumerate(results):
+                result.records = records[p * matches : (p + 1) * matches]
+        return results
 
 
 def _records(
@@ -305,7 +352,7 @@ def _records(
     score: np.ndarray,
     target: int,
     log: list[tuple[np.ndarray, np.ndarray]],
-    starts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    starts: list[tuple[np.ndarray, ...]],
 ) -> list[dict[str, Any]]:
     """Match records from the moves and round starts logged by :func:`play_pairs`."""
     n = len(seat)

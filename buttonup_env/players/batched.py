@@ -60,7 +60,7 @@ class BatchedPlayer(Protocol):
     kind: int
     """The engine's number of a bot it plays from its tables inside its plies
     (:data:`~buttonup_env.engine.batch.BOT_KINDS`), or ``POLICY``: the caller asks
-    :meth:`choose`."""
+    ``choose``."""
     encoding: Encoding | None
     """The encoding of the observations it reads; None when it reads the board numbers
     only."""
@@ -73,7 +73,7 @@ class BotPlayer:
     graded ``perfect-P``, which lifts a uniformly random legal slot with probability ``P`` and
     plays as the perfect bot otherwise (ties between equal moves broken uniformly). Uniform 0
     of a move decides a random one, uniform 1 picks the slot; without uniforms it draws its
-    own from :attr:`rng`."""
+    own from its ``rng``."""
 
     encoding: Encoding | None = None
 
@@ -116,7 +116,7 @@ class PolicyPlayer:
     """An exported policy (anything with ``logits(obs)`` and an ``encoding``, as
     :func:`buttonup_env.load_policy` gives): one inference for all the games where it is to
     move, then its best legal action in each (the first of equal logits, as its ``act``), or,
-    given a generator (:attr:`rng`) and a policy that samples (``deterministic`` false), an
+    given a generator (``rng``) and a policy that samples (``deterministic`` false), an
     action drawn from its softmax."""
 
     kind = POLICY

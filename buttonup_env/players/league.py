@@ -319,17 +319,7 @@ def fit_ratings(
         raise ValueError(f"prior={prior!r} is not allowed; use a number of matches > 0")
     if not isinstance(confidence, float) or not 0 < confidence < 1:
         raise ValueError(f"confidence={confidence!r} is not allowed; use a number in (0, 1)")
-    names: list[str] = []
-    for p in pairs:
-        for name in (p.a, p.b):
-            if name not in names:
-                names.append(name)
-    if fixed is None:
-        fixed = {ANCHOR: 0.0} if ANCHOR in names else {pairs[0].a: 0.0}
-    fixed = {name: float(value) for name, value in fixed.items()}
-    for name in fixed:
-        if name not in names:
-            names.append(name)  # a fixed player may have no match here
+    names, fixed = league_names(pairs, fixed)
     index = {name: i for i, name in enumerate(names)}
     _check_connected(names, pairs, fixed)
     free = [i for i, name in enumerate(names) if name not in fixed]
@@ -370,6 +360,24 @@ def fit_ratings(
         names=names,
         pairs=list(pairs),
     )
+
+
+def league_names(
+    pairs: Sequence[PairResult], fixed: Mapping[str, float] | None
+) -> tuple[list[str], dict[str, float]]:
+    """The players of ``pairs`` in the order they first play (then the fixed players without a
+    match here), and the fixed ratings (default: the random bot at 0, or, without it, the
+    first pair's ``a``)."""
+    names: list[str] = []
+    for p in pairs:
+        for name in (p.a, p.b):
+            if name not in names:
+                names.append(name)
+    if fixed is None:
+        fixed = {ANCHOR: 0.0} if ANCHOR in names else {pairs[0].a: 0.0}
+    held = {name: float(value) for name, value in fixed.items()}
+    names += [name for name in held if name not in names]  # fixed, maybe with no match here
+    return names, held
 
 
 def _check_connected(

@@ -217,6 +217,19 @@ class OnnxPolicy(_PolicyPlayer):
                 f"{self.path} could not be read as ONNX ({type(error).__name__}: {reason}); "
                 f"expected {expected}"
             ) from None
+        self._check_signature(name)
+        size, actions = self.encoding.size, self.encoding.actions
+        try:
+            check_sizes(graph, INPUT_NAME, OUTPUT_NAME, size, actions)
+        except GraphRefused as error:
+            raise ValueError(f"{self.path} is refused: {error}") from None
+        self.metadata = dict(graph.metadata)
+        self._probe()
+
+    def _check_signature(self, name: str) -> None:
+        """``ValueError`` in one sentence unless the session takes one float32 input of the
+        ``name`` encoding's size and gives float32 logits of its actions, both batches of any
+        size."""
         inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
         size, actions = self.encoding.size, self.encoding.actions
         shapes_ok = (
@@ -249,12 +262,6 @@ class OnnxPolicy(_PolicyPlayer):
                     f"{self.path} {what} {arg.name!r} of the fixed shape {arg.shape}; a policy "
                     "takes a batch of any size (its first dimension must be named, as 'batch')"
                 )
-        try:
-            check_sizes(graph, INPUT_NAME, OUTPUT_NAME, size, actions)
-        except GraphRefused as error:
-            raise ValueError(f"{self.path} is refused: {error}") from None
-        self.metadata = dict(graph.metadata)
-        self._probe()
 
     def _logits(self, observations: np.ndarray) -> np.ndarray:
         observations = np.ascontiguousarray(observations, dtype=np.float32)  # no copy if it is

@@ -429,8 +429,59 @@ def _output(out: str) -> tuple[str, Path, str | None]:
     raise ValueError(f"--out {out!r} must end in .gif or .png, or name a folder")
 
 
+class Refused(Exception):
+    """What stops the command: a sentence, and the exit status it gives."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Animate one record of a JSON Lines file; return the exit status."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        kind, where, stem = _output(args.out)
+    except ValueError as error:
+        parser.error(str(error))
+    try:
+        out = Checked(sys.stdout, "standard output")
+        record = read_record(args.file, args.id)
+        drawn = drawn_frames(record, args)
+        digits = max(3, len(str(frame_count(record) - 1)))
+        if stem is None and kind == "folder":
+            stem = re.sub(r"[^A-Za-z0-9._-]", "_", args.id)
+        check_frame_outputs(kind, where, stem or "", digits, record, args)
+        written, durations, shape = write_frames(drawn, kind, where, stem or "", digits, args.out)
+    except StreamError as error:
+        return fail(str(error), 2)
+    except Refused as refused:
+        return fail(str(refused), refused.status)
+    seconds = sum(durations) / 1000
+    height, width = shape
+    try:
+        out.write(
+            f"wrote {written}: {len(durations)} frames of {width}x{height}, {seconds:.1f} s\n"
+        )
+        out.flush()
+    except BrokenPipeError:
+        after_output_failed(sys.stdout)
+        return 1
+    except StreamError as error:
+        after_output_failed(sys.stdout)
+        return fail(str(error), 2)
+    return 0
+
+
+def fail(message: str, status: int) -> int:
+    """Say ``message`` as an error line; return ``status``."""
+    report(sys.stderr, f"error: {message}")
+    return status
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m buttonup_env.animate``."""
     parser = argparse.ArgumentParser(
         prog="python -m buttonup_env.animate",
         description="Animate a recorded Button Up! round or match (JSON Lines game records) "
@@ -467,39 +518,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="MS",
         help="milliseconds per frame of a move (default 800)",
     )
-    args = parser.parse_args(argv)
-    try:
-        kind, where, stem = _output(args.out)
-    except ValueError as error:
-        parser.error(str(error))
+    return parser
 
-    def fail(message: str, status: int) -> int:
-        report(sys.stderr, f"error: {message}")
-        return status
 
+def read_record(file: str, record_id: str) -> dict[str, Any]:
+    """The record ``record_id`` of the records ``file``."""
     try:
-        out = Checked(sys.stdout, "standard output")
-    except StreamError as error:
-        return fail(str(error), 2)
-
-    try:
-        record = find_record(args.file, args.id)
+        return find_record(file, record_id)
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
-        return fail(f"cannot read {args.file}: {reason}", 2)
+        raise Refused(f"cannot read {file}: {reason}", 2) from None
     except LookupError as error:
-        return fail(str(error.args[0]), 1)
+        raise Refused(str(error.args[0]), 1) from None
     except InvalidRecord as error:
-        return fail(f"record {args.id!r} cannot be read: {error}", 1)
+        raise Refused(f"record {record_id!r} cannot be read: {error}", 1) from None
+
+
+def drawn_frames(record: dict[str, Any], args: argparse.Namespace) -> Iterator[Frame]:
+    """The frames of ``record`` that the command line asks for (drawn as they are written)."""
     try:
-        drawn = record_frames(record, size=args.size, delay=args.delay, only_round=args.round)
+        return record_frames(record, size=args.size, delay=args.delay, only_round=args.round)
     except InvalidRecord as error:
-        return fail(f"record {args.id!r} is invalid: {error}", 1)
+        raise Refused(f"record {args.id!r} is invalid: {error}", 1) from None
     except ValueError as error:
-        return fail(f"--round {args.round}: {error}", 2)
-    digits = max(3, len(str(frame_count(record) - 1)))
-    if stem is None and kind == "folder":
-        stem = re.sub(r"[^A-Za-z0-9._-]", "_", args.id)
+        raise Refused(f"--round {args.round}: {error}", 2) from None
+
+
+def check_frame_outputs(
+    kind: str,
+    where: Path,
+    stem: str,
+    digits: int,
+    record: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:
+    """Check the files the frames of ``record`` go to (``--out``), before any is drawn: a
+    folder made if missing, no file replaced without ``--force``, nor the records file."""
     try:
         if kind == "folder":
             make_output_folder("--out", where)
@@ -512,7 +566,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             outputs = [("--out", frame_path(where, stem, n, digits)) for n in range(count)]
         check_outputs(outputs, [("the records file", args.file)], args.force)
     except ValueError as error:
-        return fail(str(error), 2)
+        raise Refused(str(error), 2) from None
+
+
+def write_frames(
+    drawn: Iterator[Frame], kind: str, where: Path, stem: str, digits: int, out: str
+) -> tuple[str, list[int], tuple[int, ...]]:
+    """Write the frames ``drawn`` (a GIF, or numbered PNGs); what was written, in words, the
+    frames' durations and their size."""
     durations: list[int] = []  # of the frames written
     shape: tuple[int, ...] = (0, 0)
 
@@ -527,33 +588,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         _pillow()
         if kind == "gif":
             write_gif(counted(drawn), where)
-            written = str(where)
-        else:
-            assert stem is not None
-            paths = write_pngs(counted(drawn), where, stem, digits)
-            written = f"{paths[0]} ... {paths[-1].name}"
+            return str(where), durations, shape
+        paths = write_pngs(counted(drawn), where, stem, digits)
+        return f"{paths[0]} ... {paths[-1].name}", durations, shape
     except PillowMissing as error:
-        return fail(str(error), 2)
+        raise Refused(str(error), 2) from None
     except OSError as error:
-        return fail(f"cannot write {args.out}: {getattr(error, 'strerror', None) or error}", 2)
+        raise Refused(
+            f"cannot write {out}: {getattr(error, 'strerror', None) or error}", 2
+        ) from None
     except OutputError as error:  # a file that cannot be written
-        return fail(str(error), 2)
+        raise Refused(str(error), 2) from None
     except ValueError as error:  # more frames than a GIF holds
-        return fail(f"cannot write {args.out}: {error}", 2)
-    seconds = sum(durations) / 1000
-    height, width = shape
-    try:
-        out.write(
-            f"wrote {written}: {len(durations)} frames of {width}x{height}, {seconds:.1f} s\n"
-        )
-        out.flush()
-    except BrokenPipeError:
-        after_output_failed(sys.stdout)
-        return 1
-    except StreamError as error:
-        after_output_failed(sys.stdout)
-        return fail(str(error), 2)
-    return 0
+        raise Refused(f"cannot write {out}: {error}", 2) from None
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ what takes time (a bot's or a policy's move, a hint, a replay) is computed in a 
 with a time limit (:mod:`buttonup_env.ui.web.workers`), so that one slow player never holds up
 another client's request, nor the server's Ctrl-C and SIGTERM. Each client (an IP address)
 keeps at most 50 games: its own oldest make room for its new ones, never another client's
-(:class:`~buttonup_env.ui.web.games.GameStore`).
+(:class:`~buttonup_env.ui.web.store.GameStore`).
 
 Nothing a request says can make the server open a file: the page's files are the package's own,
 records were read at start-up, and players are chosen by key among those offered.
@@ -50,28 +50,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ...game.records import shown
-from .games import (
-    MAX_GAMES,
-    MAX_GAMES_PER_CLIENT,
-    MAX_RECORDS_PAGE,
-    Game,
-    GameStore,
-    IllegalMove,
-    NotNow,
-    OfferedPlayer,
-    PlayerFailed,
-    ReplayCache,
-    ServerBusy,
-    StoredRecord,
-    StoreFull,
-    UnknownGame,
-    client_of,
-    hint,
-    offer,
-    record_page,
-    replay_json,
-)
+from .errors import IllegalMove, NotNow, PlayerFailed, ServerBusy, StoreFull, UnknownGame
+from .games import Game
 from .guard import MAX_BODY_BYTES, MAX_RESPONSE_BYTES, AllowedHosts, RequestGuard
+from .offered import OfferedPlayer, offer
+from .replays import MAX_RECORDS_PAGE, ReplayCache, StoredRecord, record_page, replay_json
 from .schemas import (
     HUMAN,
     MAX_TARGET,
@@ -86,6 +69,8 @@ from .schemas import (
     RecordPage,
     Replay,
 )
+from .store import MAX_GAMES, MAX_GAMES_PER_CLIENT, GameStore, client_of
+from .views import hint
 from .workers import Busy, Stopping, TooSlow, Workers
 
 STATIC = Path(__file__).parent / "static"
@@ -156,6 +141,14 @@ def _validation_sentence(error: RequestValidationError) -> str:
     return text
 
 
+class NotOffered(ValueError):
+    """A new game names a player the server does not offer."""
+
+
+class UnknownRecord(LookupError):
+    """No record has this index."""
+
+
 def create_app(
     players: list[OfferedPlayer] | None = None,
     records: list[StoredRecord] | None = None,
@@ -182,13 +175,6 @@ def create_app(
     offered = list(players) if players is not None else offer([])
     if not offered:
         raise ValueError("offer at least one player (a bot or a policy)")
-    by_key = {p.key: p for p in offered}
-    stored = list(records or [])
-    store = GameStore(max_games, max_games_per_client)
-    workers = workers if workers is not None else Workers()
-    replays = ReplayCache()
-    notes = list(notes or [])
-
     app = FastAPI(
         title="Button Up!",
         summary="Play, watch and replay Button Up! in the browser.",
@@ -197,87 +183,14 @@ def create_app(
         redoc_url=None,
         openapi_url="/api/openapi.json",
     )
-    app.state.store = store
-    app.state.workers = workers
-
-    # --- errors ----------------------------------------------------------------------------
-    @app.exception_handler(UnknownGame)
-    async def unknown_game(request: Request, error: UnknownGame) -> JSONResponse:
-        return _problem(404, str(error))
-
-    @app.exception_handler(UnknownRecord)
-    async def unknown_record(request: Request, error: UnknownRecord) -> JSONResponse:
-        return _problem(404, str(error))
-
-    @app.exception_handler(IllegalMove)
-    async def illegal_move(request: Request, error: IllegalMove) -> JSONResponse:
-        return _problem(400, str(error))
-
-    @app.exception_handler(NotNow)
-    async def not_now(request: Request, error: NotNow) -> JSONResponse:
-        return _problem(409, str(error))
-
-    @app.exception_handler(PlayerFailed)
-    async def player_failed(request: Request, error: PlayerFailed) -> JSONResponse:
-        return _problem(500, str(error))
-
-    @app.exception_handler(ServerBusy)
-    async def server_busy(request: Request, error: ServerBusy) -> JSONResponse:
-        return _problem(503, str(error))
-
-    @app.exception_handler(Busy)
-    async def workers_busy(request: Request, error: Busy) -> JSONResponse:
-        return _problem(503, str(error))
-
-    @app.exception_handler(Stopping)
-    async def stopping(request: Request, error: Stopping) -> JSONResponse:
-        return _problem(503, str(error))
-
-    @app.exception_handler(TooSlow)
-    async def too_slow(request: Request, error: TooSlow) -> JSONResponse:
-        return _problem(503, f"{error}; try again later")
-
-    @app.exception_handler(StoreFull)
-    async def store_full(request: Request, error: StoreFull) -> JSONResponse:
-        return _problem(503, str(error))
-
-    @app.exception_handler(Exception)
-    async def server_error(request: Request, error: Exception) -> JSONResponse:
-        # anything else: still a sentence (the server's log has the traceback)
-        name = type(error).__name__
-        return _problem(500, f"the server failed to answer this request ({name})")
-
-    @app.exception_handler(RequestValidationError)
-    async def malformed(request: Request, error: RequestValidationError) -> JSONResponse:
-        text = _validation_sentence(error)
-        game_id = request.path_params.get("game_id")
-        if request.url.path.endswith("/moves") and game_id in store:
-            state = store.get(game_id).state
-            if state.legal_moves():
-                legal = ", ".join(map(str, state.legal_moves()))
-                text += f'; send {{"slot": n}} with one of the legal slots {legal}'
-        return _problem(422, text)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if error.status_code == 404:
-            text = "nothing is served at this address: the page is at / and the API under /api"
-        elif error.status_code == 405:
-            text = f"this address does not answer {request.method} requests"
-        else:
-            text = str(error.detail)
-        return JSONResponse(
-            {"detail": _sentence(text)}, status_code=error.status_code, headers=error.headers
-        )
-
-    @app.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        response.headers.update(SECURITY_HEADERS)
-        return response
-
+    app.state.store = GameStore(max_games, max_games_per_client)
+    app.state.workers = workers if workers is not None else Workers()
+    for error, status in PROBLEMS.items():
+        app.add_exception_handler(error, problem_handler(status))
+    app.add_exception_handler(Exception, server_error)
+    app.add_exception_handler(RequestValidationError, malformed)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.middleware("http")(security_headers)
     app.add_middleware(  # outermost: before anything reads the request
         RequestGuard,
         hosts=hosts,
@@ -285,8 +198,82 @@ def create_app(
         max_response=max_response,
         headers=SECURITY_HEADERS,
     )
+    add_page(app)
+    add_games(app, offered, list(notes or []), len(records or []))
+    add_records(app, list(records or []))
+    return app
 
-    # --- the page --------------------------------------------------------------------------
+
+PROBLEMS: dict[type[Exception], int] = {
+    UnknownGame: 404,
+    IllegalMove: 400,
+    NotNow: 409,
+    PlayerFailed: 500,
+    ServerBusy: 503,
+    Busy: 503,
+    Stopping: 503,
+    TooSlow: 503,
+    StoreFull: 503,
+    NotOffered: 422,
+    UnknownRecord: 404,
+}
+"""The answer's status for each error a request can meet (its message is the answer's
+sentence); the app registers a handler for each."""
+
+
+def problem_handler(status: int) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    """The exception handler that answers ``status`` with the error's sentence (a player too
+    slow adds that the client may try again)."""
+
+    async def answer(request: Request, error: Exception) -> JSONResponse:
+        later = "; try again later" if isinstance(error, TooSlow) else ""
+        return _problem(status, f"{error}{later}")
+
+    return answer
+
+
+async def server_error(request: Request, error: Exception) -> JSONResponse:
+    """Anything else: still a sentence (the server's log has the traceback)."""
+    return _problem(500, f"the server failed to answer this request ({type(error).__name__})")
+
+
+async def malformed(request: Request, error: RequestValidationError) -> JSONResponse:
+    """A malformed request, in words; a malformed move names the legal slots."""
+    text = _validation_sentence(error)
+    store: GameStore = request.app.state.store
+    game_id = request.path_params.get("game_id")
+    if request.url.path.endswith("/moves") and game_id in store:
+        state = store.get(game_id).state
+        if state.legal_moves():
+            legal = ", ".join(map(str, state.legal_moves()))
+            text += f'; send {{"slot": n}} with one of the legal slots {legal}'
+    return _problem(422, text)
+
+
+async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    """Starlette's own errors (no such address, another method) as sentences."""
+    if error.status_code == 404:
+        text = "nothing is served at this address: the page is at / and the API under /api"
+    elif error.status_code == 405:
+        text = f"this address does not answer {request.method} requests"
+    else:
+        text = str(error.detail)
+    return JSONResponse(
+        {"detail": _sentence(text)}, status_code=error.status_code, headers=error.headers
+    )
+
+
+async def security_headers(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    response = await call_next(request)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def add_page(app: FastAPI) -> None:
+    """The page: its HTML, its icon and its static files (the package's own)."""
+
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html", media_type="text/html")
@@ -297,31 +284,38 @@ def create_app(
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
-    # --- the API ---------------------------------------------------------------------------
-    def view(game: Game, events: list[Event]) -> GameView:
-        return GameView(
-            id=game.id,
-            players=game.players_view(),
-            seed=game.seed,
-            auto=game.auto,
-            state=game.view(),
-            events=events,
+
+def view(game: Game, events: list[Event]) -> GameView:
+    """The answer about ``game``: its players, seed and position, and the ``events`` of the
+    request."""
+    return GameView(
+        id=game.id,
+        players=game.players_view(),
+        seed=game.seed,
+        auto=game.auto,
+        state=game.view(),
+        events=events,
+    )
+
+
+def chosen(offered: list[OfferedPlayer], field: str, key: str) -> OfferedPlayer | None:
+    """The player a new game names by ``key`` for its ``field`` side (None: a person)."""
+    if key == HUMAN:
+        return None
+    by_key = {p.key: p for p in offered}
+    if key not in by_key:
+        choices = ", ".join([HUMAN, *by_key])
+        raise NotOffered(
+            f"the {field} player {shown(key, 40, as_json=True)} is not offered here; "
+            f"use one of {choices}"
         )
+    return by_key[key]
 
-    def player(field: str, key: str) -> OfferedPlayer | None:
-        if key == HUMAN:
-            return None
-        if key not in by_key:
-            choices = ", ".join([HUMAN, *by_key])
-            raise NotOffered(
-                f"the {field} player {shown(key, 40, as_json=True)} is not offered here; "
-                f"use one of {choices}"
-            )
-        return by_key[key]
 
-    @app.exception_handler(NotOffered)
-    async def not_offered(request: Request, error: NotOffered) -> JSONResponse:
-        return _problem(422, str(error))
+def add_games(app: FastAPI, offered: list[OfferedPlayer], notes: list[str], records: int) -> None:
+    """The API of the games: the options, a new game, its position, its moves, its hints."""
+    store: GameStore = app.state.store
+    workers: Workers = app.state.workers
 
     @app.get("/api/options", response_model=Options)
     async def options() -> Options:
@@ -330,14 +324,14 @@ def create_app(
             players=[PlayerOption(key=p.key, label=p.label, elo=p.elo) for p in offered],
             default_opponent=offered[0].key,
             max_target=MAX_TARGET,
-            records=len(stored),
+            records=records,
             notes=notes,
         )
 
     @app.post("/api/games", response_model=GameView, status_code=201, responses=ERRORS)
     async def new_game(body: NewGame, request: Request) -> GameView:
         """Start a match; when a bot starts and a person plays, its moves come with it."""
-        red, black = player("red", body.red), player("black", body.black)
+        red, black = chosen(offered, "red", body.red), chosen(offered, "black", body.black)
         client = client_of(request.client.host if request.client else None)
         store.make_room(client)  # a refusal before anything is computed
         seed = body.seed if body.seed is not None else secrets.randbelow(10**6)
@@ -375,6 +369,12 @@ def create_app(
         state = store.get(game_id).state
         return await workers.run(functools.partial(hint, state), "the solver valuing the moves")
 
+
+def add_records(app: FastAPI, stored: list[StoredRecord]) -> None:
+    """The API of the records offered for replay: a page of them, and one played out."""
+    workers: Workers = app.state.workers
+    replays = ReplayCache()
+
     @app.get("/api/records", response_model=RecordPage, responses=ERRORS)
     async def list_records(
         start: int = Query(0, ge=0, le=2**31, description="the index of the first record"),
@@ -398,16 +398,6 @@ def create_app(
             body = await workers.run(compute, f"the replay of record {index}")
             replays.put(index, body)
         return Response(body, media_type="application/json")
-
-    return app
-
-
-class NotOffered(ValueError):
-    """A new game names a player the server does not offer."""
-
-
-class UnknownRecord(LookupError):
-    """No record has this index."""
 
 
 def _version() -> str:

@@ -39,7 +39,8 @@ from ...players.shipped import SHIPPED_DIR
 from ..cli import Checked, StreamError, after_output_failed, parse_arguments, report, whole_number
 
 if TYPE_CHECKING:  # the web extra's packages are imported only once the arguments are read
-    from .games import OfferedPlayer, StoredRecord
+    from .offered import OfferedPlayer
+from .replays import StoredRecord
 
 SHIPPED_MODELS = (SHIPPED_DIR / "buttonup-ppo.onnx",)
 """Where the shipped agent is looked for (:data:`buttonup_env.players.shipped.SHIPPED_DIR`)."""
@@ -145,7 +146,7 @@ def _players(specs: list[str] | None) -> tuple[list[OfferedPlayer], list[str]]:
     """The players to offer (the graded bots of :data:`LEVELS` among them, each player with
     its rating in the shipped league) and the notes to show about them; :class:`StartError`
     if bad."""
-    from .games import offer
+    from .offered import offer
 
     notes: list[str] = []
     if specs:
@@ -174,7 +175,7 @@ def _records(paths: list[str] | None) -> tuple[list[StoredRecord], list[str]]:
     unreadable, not a regular file (a folder, a device such as /dev/zero, a pipe) or larger
     than :data:`MAX_RECORDS_BYTES`."""
     from ...game.records import printable
-    from .games import load_records
+    from .replays import load_records
 
     if not paths:
         return [], []
