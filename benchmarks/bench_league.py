@@ -7,8 +7,9 @@ of one rating against the ladder beside a periodic evaluation of training.
 1. A league of 8 players (random, greedy, perfect-0.5, perfect-0.25, perfect-0.1, perfect-0.05,
    perfect, buttonup-ppo), ``--matches`` a pair, round robin (28 pairs): the batched matches
    (``play_pairs``) and the Bradley-Terry fit with its intervals (``fit_ratings``).
-2. The reference: the same players' matches one at a time with their ``act(state)``
-   (``evaluate``, no regret measured), 1/20 of the matches of every pair, scaled up.
+2. The reference: the same players' moves one game at a time with their ``act(state)``
+   (``evaluate`` of ``ActPlayer``s, no regret measured), 1/20 of the matches of every pair,
+   scaled up.
 3. One rating of the shipped agent against the default ladder (300 matches, as
    ``training/train.py`` does at every periodic evaluation) beside that evaluation's own
    matches in the quick preset (50 against each bot, with the regret).
@@ -37,6 +38,7 @@ import checkouts  # benchmarks/checkouts.py, beside this script
 
 from buttonup_env.engine.tables import game_tables
 from buttonup_env.players.arena import make_player, play_pairs
+from buttonup_env.players.batched import ActPlayer
 from buttonup_env.players.bots import BOT_NAMES, make_bot
 from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.league import (
@@ -59,8 +61,9 @@ PLAYERS = (
 )
 
 
-def one_at_a_time(name: str) -> object:
-    return load_policy(name) if name == "buttonup-ppo" else make_bot(name)
+def one_at_a_time(name: str) -> ActPlayer:
+    """The player ``name`` asked for its moves by ``act(state)``, one game at a time."""
+    return ActPlayer(name, load_policy(name) if name == "buttonup-ppo" else make_bot(name))
 
 
 def median_time(work: object, repeats: int) -> float:
