@@ -218,25 +218,18 @@ def check_at_rest(arrays: dict[str, np.ndarray], tables: GameTables) -> None:
     """Between steps every env's agent is to move, on a board with a move to make (not one of
     a finished round), and no episode is over: ``reset`` and ``step`` leave the batch so, and
     the engine's next step starts from there."""
-    over = np.flatnonzero(tables.over[arrays["_board"]])
-    if len(over):
-        i = int(over[0])
-        raise refused(
-            f"_board[{i}]",
-            f"is {arrays['_board'][i]}, a board of a finished round; between steps every env's "
-            "game has a move to make",
-        )
-    other = np.flatnonzero(arrays["_to_move"] != arrays["_agent"])
-    if len(other):
-        i = int(other[0])
-        raise refused(
-            f"_to_move[{i}]",
-            f"is {arrays['_to_move'][i]} and its _agent {arrays['_agent'][i]}; between steps "
-            "every env's agent is to move",
-        )
-    ended = np.flatnonzero(arrays["_done"])
-    if len(ended):
-        raise refused(f"_done[{int(ended[0])}]", "is true; between steps no episode is over")
+    board, to_move, agent = arrays["_board"], arrays["_to_move"], arrays["_agent"]
+    problems = (
+        (tables.over[board], "_board", "a board of a finished round", "game has a move to make"),
+        (to_move != agent, "_to_move", "not its agent's colour", "agent is to move"),
+        (arrays["_done"], "_done", "an episode over", "episode goes on"),
+    )
+    for bad, key, what, rest in problems:
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise refused(
+                f"{key}[{i}]", f"is {arrays[key][i]}, {what}; between steps every env's {rest}"
+            )
 
 
 def check_options(options: object) -> None:
