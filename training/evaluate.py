@@ -7,9 +7,11 @@ Plays N matches with the seats alternating (and the first round's starter altern
 matches) and prints, from the model's side: matches won and lost with a 95% Wilson interval,
 the mean round margin, the mean regret per decision (how many round points worse than the exact
 solver's best move the model's choice was, averaged over the model's decisions), the same regret
-for each of a round's eight moves (where the mistakes sit) and matches per second. ``--json
-FILE`` writes the same figures; ``--record FILE`` writes the games as match records
-(``docs/rules.md``), which ``python -m buttonup_env.replay FILE`` checks. Neither replaces an
+for each of a round's eight moves (where the mistakes sit) and matches per second, measured
+as a card and the training log measure (``buttonup_env.players.evaluation.evaluate``: the same
+matches for one seed). ``--json FILE`` writes the same figures; ``--record FILE`` writes the
+games as match records (``docs/rules.md``), which ``python -m buttonup_env.replay FILE``
+checks. Neither replaces an
 existing file without ``--force``, nor a policy the command reads, nor the other.
 
 A player is ``random``, ``greedy``, ``perfect``, a graded bot ``perfect-P`` (a random legal move
