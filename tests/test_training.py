@@ -35,7 +35,7 @@ from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import META_ENCODING, OnnxPolicy, load_policy
 from buttonup_env.ui.cli import run_cli
-from training.config import SELF_PLAY, SOLVER_MIX, parse_config, resolve
+from training.config import SELF_PLAY, SOLVER_MIX, RunConfig, TrainConfig, parse_config, resolve
 from training.typed_json import to_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -442,6 +442,22 @@ def test_a_preset_fills_only_the_settings_left_unset(
         assert (mine.minutes, mine.total_steps) == (2, quick.total_steps)
     mine = parsed("--preset", "quick", "--opponents.perfect", "0.5")
     assert mine.opponents == dataclasses.replace(SELF_PLAY, perfect=0.5)
+
+
+def test_a_command_line_resolves_once_into_a_frozen_concrete_run_config() -> None:
+    """The command line leaves the preset's fields unset and ``--workers`` maybe auto; what
+    training takes is resolved once: every budget a number, the workers counted, frozen."""
+    given = parse_config(["--preset", "smoke", "--workers", "auto"])
+    assert given.total_steps is None and given.workers == "auto"
+    run = resolve(given)
+    assert type(run) is RunConfig and type(given) is TrainConfig
+    assert (run.total_steps, run.minutes, run.eval_matches) == (4096, 0, 4)
+    assert isinstance(run.workers, int) and run.workers >= 1 and run.resume is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.seed = 1  # type: ignore[misc]
+    assert resolve(parse_config(["--preset", "smoke", "--workers", "2"])).workers == 2
+    with pytest.raises(ValueError, match="--workers must be auto or a whole number >= 1, got 0"):
+        resolve(parse_config(["--workers", "0"]))
 
 
 def test_bfloat16_left_unset_follows_the_cpu(
