@@ -36,6 +36,7 @@ from ..game.records import open_regular_file
 from ..game.rules import LAYOUTS, State
 from .onnx_graph import (
     MAX_POLICY_BYTES,
+    Argument,
     GraphRefused,
     NotOnnx,
     check_sizes,
@@ -201,71 +202,98 @@ class OnnxPolicy(_PolicyPlayer):
                 f"({META_ENCODING}={name!r}, known: {sorted(ENCODINGS)}); expected {expected}"
             )
         self.encoding = ENCODINGS[name]
+        size, actions = self.encoding.size, self.encoding.actions
         try:
             check_structure(graph, INPUT_NAME)
+            _check_arguments(self.path, *graph.arguments, name, size, actions)
+            check_sizes(graph, INPUT_NAME, OUTPUT_NAME, size, actions)
         except GraphRefused as error:
             raise ValueError(f"{self.path} is refused: {error}") from None
+        # Every check has passed before onnxruntime sees the file. Constant folding, which
+        # would compute at load what depends on weights alone, has nothing to fold in a graph
+        # that passed them, and is turned off all the same.
         try:
             options = ort.SessionOptions()
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
+            options.log_severity_level = 3  # errors are raised, and said in the sentence
             options.add_session_config_entry("session.load_model_format", "ONNX")
-            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(
+                data,
+                options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=["ConstantFolding"],
+            )
         except Exception as error:  # onnxruntime raises several unrelated types
             reason = " ".join(str(error).split())[:300]
             raise ValueError(
                 f"{self.path} could not be read as ONNX ({type(error).__name__}: {reason}); "
                 f"expected {expected}"
             ) from None
-        self._check_signature(name)
-        size, actions = self.encoding.size, self.encoding.actions
-        try:
-            check_sizes(graph, INPUT_NAME, OUTPUT_NAME, size, actions)
-        except GraphRefused as error:
-            raise ValueError(f"{self.path} is refused: {error}") from None
+        seen = (_arguments(self.session.get_inputs()), _arguments(self.session.get_outputs()))
+        if seen != graph.arguments:
+            raise ValueError(
+                f"{self.path} is refused: onnxruntime reads its inputs and outputs as "
+                f"{_shown_arguments(seen)}, where the check read "
+                f"{_shown_arguments(graph.arguments)}"
+            )
         self.metadata = dict(graph.metadata)
         self._probe()
-
-    def _check_signature(self, name: str) -> None:
-        """``ValueError`` in one sentence unless the session takes one float32 input of the
-        ``name`` encoding's size and gives float32 logits of its actions, both batches of any
-        size."""
-        inputs, outputs = self.session.get_inputs(), self.session.get_outputs()
-        size, actions = self.encoding.size, self.encoding.actions
-        shapes_ok = (
-            len(inputs) == 1
-            and inputs[0].name == INPUT_NAME
-            and len(inputs[0].shape) == 2
-            and list(inputs[0].shape[1:]) == [size]
-            and any(o.name == OUTPUT_NAME for o in outputs)
-        )
-        if not shapes_ok:
-            found = ", ".join(f"{i.name} {i.shape}" for i in inputs)
-            raise ValueError(
-                f"{self.path} takes inputs ({found}); the {name!r} encoding needs one input "
-                f"{INPUT_NAME!r} of shape [batch, {size}]"
-            )
-        output = next(o for o in outputs if o.name == OUTPUT_NAME)
-        if len(output.shape) != 2 or list(output.shape[1:]) != [actions]:
-            raise ValueError(
-                f"{self.path} outputs {OUTPUT_NAME!r} of shape {output.shape}; the {name!r} "
-                f"encoding needs [batch, {actions}]"
-            )
-        for what, arg in (("takes", inputs[0]), ("outputs", output)):
-            if arg.type != "tensor(float)":
-                raise ValueError(
-                    f"{self.path} {what} {arg.name!r} as {arg.type}; a policy {what} float32 "
-                    f"(tensor(float)) [batch, {size if arg is inputs[0] else actions}]"
-                )
-            if isinstance(arg.shape[0], int):
-                raise ValueError(
-                    f"{self.path} {what} {arg.name!r} of the fixed shape {arg.shape}; a policy "
-                    "takes a batch of any size (its first dimension must be named, as 'batch')"
-                )
 
     def _logits(self, observations: np.ndarray) -> np.ndarray:
         observations = np.ascontiguousarray(observations, dtype=np.float32)  # no copy if it is
         return self.session.run([OUTPUT_NAME], {INPUT_NAME: observations})[0]
+
+
+def _arguments(args: Any) -> list[Argument]:
+    """onnxruntime's ``NodeArg`` list as :class:`~buttonup_env.players.onnx_graph.Argument`."""
+    return [Argument(arg.name, arg.type, list(arg.shape)) for arg in args]
+
+
+def _shown_arguments(arguments: tuple[list[Argument], list[Argument]]) -> str:
+    inputs, outputs = (
+        ", ".join(f"{a.name} {a.type} {a.shape}" for a in side) for side in arguments
+    )
+    return f"({inputs}) -> ({outputs})"
+
+
+def _check_arguments(
+    path: Path,
+    inputs: list[Argument],
+    outputs: list[Argument],
+    name: str,
+    size: int,
+    actions: int,
+) -> None:
+    """``ValueError`` naming ``path`` unless the graph declares one input ``obs`` float32
+    ``[batch, size]`` and one output ``logits`` float32 ``[batch, actions]`` of the encoding
+    ``name``, the batch a free dimension."""
+    if len(inputs) != 1 or inputs[0].name != INPUT_NAME or inputs[0].shape[1:] != [size]:
+        found = ", ".join(f"{i.name} {i.shape}" for i in inputs)
+        raise ValueError(
+            f"{path} takes inputs ({found}); the {name!r} encoding needs one input "
+            f"{INPUT_NAME!r} of shape [batch, {size}]"
+        )
+    if len(outputs) != 1 or outputs[0].name != OUTPUT_NAME:
+        found = ", ".join(o.name for o in outputs)
+        raise ValueError(f"{path} gives the outputs ({found}); a policy gives one, {OUTPUT_NAME!r}")
+    output = outputs[0]
+    if output.shape[1:] != [actions] or len(output.shape) != 2:
+        raise ValueError(
+            f"{path} outputs {OUTPUT_NAME!r} of shape {output.shape}; the {name!r} "
+            f"encoding needs [batch, {actions}]"
+        )
+    for what, arg in (("takes", inputs[0]), ("outputs", output)):
+        if arg.type != "tensor(float)":
+            raise ValueError(
+                f"{path} {what} {arg.name!r} as {arg.type}; a policy {what} float32 "
+                f"(tensor(float)) [batch, {size if arg is inputs[0] else actions}]"
+            )
+        if isinstance(arg.shape[0], int):
+            raise ValueError(
+                f"{path} {what} {arg.name!r} of the fixed shape {arg.shape}; a policy "
+                "takes a batch of any size (its first dimension must be named, as 'batch')"
+            )
 
 
 def _read_policy_file(path: Path) -> bytes:
