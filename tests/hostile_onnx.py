@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from buttonup_env.game.encoding import SlotEncoding
 from buttonup_env.game.rules import LAYOUTS, State
-from buttonup_env.players.policy import META_ENCODING, META_VERSION
+from buttonup_env.players.policy import META_ENCODING, META_VERSION, OnnxPolicy
 
 SIZE, ACTIONS = SlotEncoding.size, SlotEncoding.actions
 
@@ -109,6 +109,21 @@ def later_loop(turns: float = float(1 << 40)) -> onnx.ModelProto:
     button is stacked. It uses operators off the list, so it loads only past :data:`BYPASS`."""
     mask = np.zeros(SIZE, np.float32)
     mask[HEIGHT_1] = 1.0
+    return counted_loop(mask, turns)
+
+
+def after_trial(turns: float = float(1 << 40)) -> onnx.ModelProto:
+    """A policy that spins for ever (a Loop of 2^40 turns for each feature set) on every
+    position but the loader's two trial positions: the features it counts are those that are
+    0 in both. It uses operators off the list, so it loads only past :data:`BYPASS`."""
+    encoding = SlotEncoding()
+    trials = [encoding.encode(s, s.to_move) for s in OnnxPolicy.PROBE_STATES]
+    mask = ((trials[0] == 0) & (trials[1] == 0)).astype(np.float32)
+    return counted_loop(mask, turns)
+
+
+def counted_loop(mask: np.ndarray, turns: float) -> onnx.ModelProto:
+    """Logits through a Loop of ``turns`` turns for each feature of ``mask`` that is set."""
     nodes = [
         helper.make_node("MatMul", ["obs", "W"], ["h"]),
         helper.make_node("Mul", ["obs", "mask"], ["stacked"]),

@@ -34,6 +34,7 @@ import numpy as np
 from ..game.encoding import ENCODINGS, Encoding
 from ..game.records import open_regular_file
 from ..game.rules import LAYOUTS, State
+from . import deadline
 from .onnx_graph import (
     MAX_POLICY_BYTES,
     Argument,
@@ -52,9 +53,22 @@ INPUT_NAME = "obs"
 OUTPUT_NAME = "logits"
 
 
+CALL_SECONDS = 10.0
+"""How long a policy's call on one position may take before it is stopped (a policy takes
+about a millisecond; the largest network a file may hold, a tenth of a second)."""
+
+SECONDS_PER_POSITION = 0.05
+"""How much longer a call may take for each further position of its batch."""
+
+
 class PolicyError(ValueError):
     """A loaded policy failed while it played: its runtime raised, or it gave logits of the
     wrong shape or not finite. The message is one sentence naming the file."""
+
+
+class PolicyTimeout(PolicyError, deadline.TimeLimit):
+    """A policy's call overran its time limit (:attr:`_PolicyPlayer.seconds`) and was
+    stopped."""
 
 
 def _masked_choice(logits: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:
@@ -86,9 +100,30 @@ class _PolicyPlayer:
         if not self.deterministic:
             self.rng = rng
 
+    seconds: float = CALL_SECONDS
+    """The time limit of a call on one position (:data:`CALL_SECONDS`); set it on a loaded
+    player for another."""
+
+    def time_limit(self, positions: int) -> float:
+        """How long a call on ``positions`` positions may take: :attr:`seconds` and
+        :data:`SECONDS_PER_POSITION` for each position but the first."""
+        return self.seconds + max(positions - 1, 0) * SECONDS_PER_POSITION
+
     def _logits(self, observations: np.ndarray) -> np.ndarray:
         """The runtime's logits for ``observations``, unchecked."""
         raise NotImplementedError
+
+    def _failure(self, error: Exception, count: int) -> str:
+        """Why a call on ``count`` positions failed, for the sentence of its error."""
+        if isinstance(error, deadline.TimeLimit):
+            return (
+                f"did not give its logits for {_positions(count)} within "
+                f"{self.time_limit(count):g} s, its time limit, and was stopped"
+            )
+        if isinstance(error, deadline.Stopped):
+            return f"was stopped while it scored {_positions(count)} (its caller is stopping)"
+        reason = " ".join(str(error).split())[:200]
+        return f"failed on {_positions(count)} ({type(error).__name__}: {reason})"
 
     def logits(self, observations: np.ndarray) -> np.ndarray:
         """Action logits ``[batch, actions]`` for a batch of observations ``[batch, size]``.
@@ -101,10 +136,8 @@ class _PolicyPlayer:
         try:
             logits = self._logits(observations)
         except Exception as error:  # onnxruntime and torch raise many types
-            reason = " ".join(str(error).split())[:200]
-            raise PolicyError(
-                f"{self.path} failed on {_positions(count)} ({type(error).__name__}: {reason})"
-            ) from None
+            kind = PolicyTimeout if isinstance(error, deadline.TimeLimit) else PolicyError
+            raise kind(f"{self.path} {self._failure(error, count)}") from None
         expected = (count, self.encoding.actions)
         shape = getattr(logits, "shape", None)
         if not isinstance(logits, np.ndarray) or shape != expected:
@@ -136,6 +169,11 @@ class _PolicyPlayer:
         try:
             logits = self._logits(observations)
         except Exception as error:  # onnxruntime and torch raise many types
+            if isinstance(error, deadline.TimeLimit | deadline.Stopped):
+                raise ValueError(
+                    f"{self.path} is refused: it {self._failure(error, len(observations))} "
+                    "when it was tried on two set-up positions"
+                ) from None
             reason = " ".join(str(error).split())[:200]
             raise ValueError(
                 f"{self.path} fails when it is run on two positions ({type(error).__name__}: "
@@ -242,7 +280,8 @@ class OnnxPolicy(_PolicyPlayer):
 
     def _logits(self, observations: np.ndarray) -> np.ndarray:
         observations = np.ascontiguousarray(observations, dtype=np.float32)  # no copy if it is
-        return self.session.run([OUTPUT_NAME], {INPUT_NAME: observations})[0]
+        seconds = self.time_limit(len(observations))
+        return deadline.run(self.session, [OUTPUT_NAME], {INPUT_NAME: observations}, seconds)[0]
 
 
 def _arguments(args: Any) -> list[Argument]:

@@ -283,6 +283,13 @@ def make_server(app: Any, header_timeout: float | None = None) -> Any:
                 workers.stop()
             await super().shutdown(sockets=sockets)
 
+        def run(self, sockets: list[socket.socket] | None = None) -> None:
+            try:
+                super().run(sockets=sockets)
+            finally:  # no thread may come back from onnxruntime while the interpreter ends
+                if workers is not None:
+                    workers.settle()
+
     return Server(config)
 
 

@@ -13,8 +13,16 @@ server goes on answering every other request, and it still handles Ctrl-C and SI
   the server stops, :meth:`Workers.stop` answers every request still waiting (:class:`Stopping`),
   so it ends at once instead of being cancelled.
 
-A policy file cannot make a computation endless (see :mod:`buttonup_env.players.onnx_graph`);
-the limit is for what it cannot rule out: a player given in Python, a machine under load.
+* **Policies are stopped, not only left.** A policy's run in onnxruntime has a time limit of
+  its own (:mod:`buttonup_env.players.deadline`): one that overruns it is stopped and its
+  thread is free again, so policies that run long cannot take every thread for good. When the
+  server stops, :meth:`Workers.stop` stops every policy's run under way at once, and
+  :meth:`Workers.settle` waits until every thread is back from onnxruntime: a thread that comes
+  back while the interpreter ends aborts the process.
+
+A policy file that passes the loader's checks cannot make a run endless (see
+:mod:`buttonup_env.players.onnx_graph`); the limits are for what the checks might miss, a
+player given in Python and a machine under load.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from ...players import deadline
 
 T = TypeVar("T")
 
@@ -69,6 +79,8 @@ class Workers:
         self._running = 0
         self._waiting: set[asyncio.Future[Any]] = set()
         self._stopped = False
+        self._runs = deadline.Group()
+        """The policies' runs in onnxruntime started by these workers' threads."""
 
     @property
     def running(self) -> int:
@@ -97,7 +109,8 @@ class Workers:
             value: T | None = None
             error: BaseException | None = None
             try:
-                value = compute()
+                with deadline.within(self._runs):
+                    value = compute()
             except BaseException as raised:  # handed to the request, which raises it
                 error = raised
             finally:
@@ -110,15 +123,24 @@ class Workers:
         self._waiting.add(future)
         try:
             return await asyncio.wait_for(future, self.seconds)
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, deadline.TimeLimit):  # the request's limit or the run's
             raise TooSlow(f"{what} took longer than {self.seconds:g} s") from None
         finally:
             self._waiting.discard(future)
 
     def stop(self) -> None:
-        """Answer every request still waiting with :class:`Stopping`, and any later one too
-        (called on the event loop, as the server begins to stop)."""
+        """Answer every request still waiting with :class:`Stopping`, and any later one too,
+        and stop the policies' runs under way (called on the event loop, as the server
+        begins to stop)."""
         self._stopped = True
+        deadline.stop(self._runs)
         for future in list(self._waiting):
             if not future.done():
                 future.set_exception(Stopping("the server is stopping"))
+
+    def settle(self, seconds: float = 1.0) -> bool:
+        """Stop the policies' runs under way (as :meth:`stop` does) and wait at most
+        ``seconds`` until no thread of these workers is inside onnxruntime (a stopped run ends
+        at its next node); False when one still is. Safe once the event loop has closed."""
+        deadline.stop(self._runs)
+        return deadline.wait(self._runs, seconds)
