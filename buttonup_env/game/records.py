@@ -344,6 +344,30 @@ def check_record(record: dict[str, Any]) -> None:
         replay_round(record)
 
 
+def essentials(record: dict[str, Any]) -> dict[str, Any]:
+    """What replays a valid ``record`` (round or match, checked by :func:`check_record`): its
+    input alone, each round's ``layout`` (one shared string per layout), ``first`` and
+    ``moves`` (as ``bytes``, a byte a slot), and a match's ``target``, ``first`` and rounds.
+    Claims and any other key are left out, so a record padded with anything (a MiB of ``[]``
+    is 350,000 lists, 20 MB as Python objects) is kept at the size of its moves."""
+
+    def round_(entry: dict[str, Any]) -> dict[str, Any]:
+        board = _parse_board_claim(entry["layout"])
+        return {
+            "layout": _LAYOUT_TEXT[board],  # type: ignore[index]
+            "first": "R" if entry["first"] == "R" else "B",
+            "moves": bytes(entry["moves"]),
+        }
+
+    if "rounds" in record:
+        return {
+            "target": int(record.get("target", DEFAULT_TARGET)),
+            "first": "R" if record["first"] == "R" else "B",
+            "rounds": [round_(entry) for entry in record["rounds"]],
+        }
+    return round_(record)
+
+
 def problem(record: dict[str, Any]) -> str | None:
     """Why ``record`` is invalid, or ``None`` when it is valid."""
     try:
@@ -354,3 +378,4 @@ def problem(record: dict[str, Any]) -> str | None:
 
 
 _LAYOUT_SET = frozenset(LAYOUTS)
+_LAYOUT_TEXT = {layout: " ".join(layout) for layout in LAYOUTS}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...envs.render import COLOR_NAMES
-from ...game.records import InvalidRecord, read_records, replay_match, replay_round
+from ...game.records import InvalidRecord, essentials, read_records, replay_match, replay_round
 from ...game.rules import DEFAULT_TARGET, State, parse_board
 from .schemas import (
     Event,
@@ -71,11 +71,11 @@ def _stored(name: str, record: dict[str, Any]) -> StoredRecord:
             f"match {name}: {winner} wins {end.score['R']}-{end.score['B']} "
             f"(target {end.target}, {n} round{'s' if n != 1 else ''})"
         )
-        return StoredRecord(name, "match", summary, record)
+        return StoredRecord(name, "match", summary, essentials(record))
     end = replay_round(record)
     s = end.strength
     summary = f"round {name}: strength Red {s['R']}, Black {s['B']}"
-    return StoredRecord(name, "round", summary, record)
+    return StoredRecord(name, "round", summary, essentials(record))
 
 
 def load_records(
