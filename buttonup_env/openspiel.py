@@ -8,6 +8,7 @@ whose docstring documents the parameters, the chance outcomes and the observatio
 
 from .envs.openspiel import (
     GAME_NAME,
+    MAX_ROUNDS,
     PARAMETERS,
     PLAYER_COLORS,
     STARTERS,
@@ -18,10 +19,12 @@ from .envs.openspiel import (
     bot,
     policy,
     position_of,
+    state_from_history,
 )
 
 __all__ = [
     "GAME_NAME",
+    "MAX_ROUNDS",
     "PARAMETERS",
     "PLAYER_COLORS",
     "STARTERS",
@@ -32,4 +35,5 @@ __all__ = [
     "bot",
     "policy",
     "position_of",
+    "state_from_history",
 ]

@@ -52,7 +52,15 @@ is drawn it is all zeros. There is no information state tensor.
 
 A state holds one immutable :class:`Node`, so OpenSpiel's clones (a deep copy of every attribute)
 copy one reference; its serialization is OpenSpiel's own (the action history and the pickled
-node).
+node). **Never load a state string someone else wrote**: ``game.deserialize_state`` and
+``pyspiel.deserialize_game_and_state`` unpickle it, which runs any code it names (pyspiel does
+this for every Python game, and calls no override of ours). :func:`state_from_history`
+rebuilds a state from the game's parameters and the action history instead, checking every
+action.
+
+Parameters, actions and players are checked with one sentence each: a ``max_rounds`` above
+:data:`MAX_ROUNDS` (OpenSpiel's 32-bit lengths), an ``action_to_string`` of an action that does
+not exist, a player of :func:`bot` or :func:`policy` that chooses an illegal slot.
 
 :func:`bot` and :func:`policy` turn any player of the package (a bot's name, ``perfect-P``, a
 shipped policy, an ``.onnx`` file, an object with ``act(state)``) into a ``pyspiel.Bot`` and an
@@ -62,7 +70,7 @@ OpenSpiel ``Policy``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -106,6 +114,11 @@ LAYOUT_IDS: dict[Board, int] = {layout: i for i, layout in enumerate(LAYOUTS)}
 
 TIED_ROUNDS = 20
 """The tied rounds a match may have before ``max_rounds`` (at its default) can cut it short."""
+
+MAX_ROUNDS = 1_000_000
+"""The largest ``max_rounds``: OpenSpiel holds a game's length in 32-bit integers, which 19
+actions a round (a layout and at most 18 moves) would overflow from 113 million rounds. A
+million is far beyond any match (to 1,000 points with twenty tied rounds: 2,019)."""
 
 PARAMETERS: dict[str, Any] = {
     "target": DEFAULT_TARGET,
@@ -173,7 +186,7 @@ def game_settings(params: Mapping[str, Any]) -> Settings:
 
     Raises ``ValueError`` in one sentence for an unknown episode kind, a layout that is not
     nine single buttons (three of each colour), a target outside 1 to 1,000, a ``first`` other
-    than ``"R"``, ``"B"`` or empty, or a negative ``max_rounds``.
+    than ``"R"``, ``"B"`` or empty, or a ``max_rounds`` outside 0 to :data:`MAX_ROUNDS`.
     """
     unknown = sorted(set(params) - set(PARAMETERS))
     if unknown:
@@ -201,10 +214,10 @@ def game_settings(params: Mapping[str, Any]) -> Settings:
             "or leave it empty for a starter drawn by chance"
         )
     max_rounds = values["max_rounds"]
-    if not is_whole_number(max_rounds) or max_rounds < 0:
+    if not is_whole_number(max_rounds) or not 0 <= max_rounds <= MAX_ROUNDS:
         raise ValueError(
-            f"max_rounds={shown(max_rounds)} is not allowed; use a whole number of rounds, or 0 "
-            f"for 2 * target + {TIED_ROUNDS - 1}"
+            f"max_rounds={shown(max_rounds)} is not allowed; use a whole number of rounds from 1 "
+            f"to {MAX_ROUNDS:,}, or 0 for 2 * target + {TIED_ROUNDS - 1}"
         )
     return Settings(
         target=target,
@@ -338,6 +351,16 @@ def _outcome(action: int, outcomes: int, what: str) -> int:
     return int(action)
 
 
+def _slot(action: object) -> int:
+    """``action`` as a slot, 0 to 8; ``ValueError`` in one sentence for anything else."""
+    if not is_whole_number(action) or not 0 <= action < NUM_SLOTS:  # type: ignore[operator]
+        raise ValueError(
+            f"action {shown(action)} is not a slot; a player's action is a slot from 0 to "
+            f"{NUM_SLOTS - 1}"
+        )
+    return int(action)  # type: ignore[call-overload]
+
+
 def _score(position: State) -> str:
     red, black = position.score_pair
     return f"Red {red} - {black} Black, target {position.target}"
@@ -396,11 +419,18 @@ class ButtonUpState(pyspiel.State):
         self.node = self.node.apply(action)
 
     def _action_to_string(self, player: int, action: int) -> str:
-        if player != pyspiel.PlayerId.CHANCE:
-            return f"slot {action}"
-        if self.node.draws_starter:
-            return f"{_NAMES[STARTERS[action]]} starts"
-        return f"layout {format_board(LAYOUTS[action])}"
+        """The name of ``action`` of ``player``; ``ValueError`` for an action that does not
+        exist (a slot outside 0 to 8, a chance outcome outside this chance node's)."""
+        if player == pyspiel.PlayerId.CHANCE:
+            if self.node.draws_starter:
+                return f"{_NAMES[STARTERS[_outcome(action, len(STARTERS), 'starter')]]} starts"
+            return f"layout {format_board(LAYOUTS[_outcome(action, len(LAYOUTS), 'layout')])}"
+        if player not in (0, 1):
+            raise ValueError(
+                f"player {shown(player)} does not exist; the players are 0 (Red) and 1 (Black), "
+                f"and {pyspiel.PlayerId.CHANCE} is chance"
+            )
+        return f"slot {_slot(action)}"
 
     def is_terminal(self) -> bool:
         return self.node.player == pyspiel.PlayerId.TERMINAL
@@ -507,6 +537,17 @@ def _check_game(game: pyspiel.Game) -> None:
 PlayerSpec = str | Path | Player
 
 
+def _legal_choice(player: object, position: State, slot: object) -> int:
+    """``slot``, a legal move of ``position`` that ``player`` chose; ``ValueError`` otherwise."""
+    legal = position.legal_moves()
+    if not is_whole_number(slot) or slot not in legal:
+        raise ValueError(
+            f"{shown(player)} chose slot {shown(slot)}, which is not legal on "
+            f"{position.notation!r} (legal: {', '.join(map(str, legal))})"
+        )
+    return int(slot)  # type: ignore[call-overload]
+
+
 class PlayerBot(pyspiel.Bot):
     """A player of the package (``act(state) -> slot``) as an OpenSpiel bot."""
 
@@ -516,8 +557,10 @@ class PlayerBot(pyspiel.Bot):
         """The package's player that chooses the moves."""
 
     def step(self, state: pyspiel.State) -> int:
-        """The slot the player lifts in ``state``."""
-        return int(self.player.act(position_of(state)))
+        """The slot the player lifts in ``state``; ``ValueError`` in one sentence when the
+        player chooses a slot that is not legal there."""
+        position = position_of(state)
+        return _legal_choice(self.player, position, self.player.act(position))
 
     def restart_at(self, state: pyspiel.State) -> None:
         """Nothing to do: the player reads the whole position at every step."""
@@ -552,9 +595,13 @@ class PlayerPolicy(openspiel_policy.Policy):
     def action_probabilities(
         self, state: pyspiel.State, player_id: int | None = None
     ) -> dict[int, float]:
-        """``{slot: probability}`` for every legal slot of ``state``."""
+        """``{slot: probability}`` for every legal slot of ``state``; ``ValueError`` in one
+        sentence when the player would choose a slot that is not legal there."""
         position = position_of(state)
         probabilities = self._behaviour(position)
+        for slot, probability in probabilities.items():
+            if probability > 0:
+                _legal_choice(self.player, position, slot)
         return {slot: float(probabilities.get(slot, 0.0)) for slot in position.legal_moves()}
 
 
@@ -563,3 +610,54 @@ def policy(player: PlayerSpec, game: pyspiel.Game) -> PlayerPolicy:
     OpenSpiel's ``exploitability`` and ``nash_conv`` accept."""
     _check_game(game)
     return PlayerPolicy(game, make_opponent(player))
+
+
+# --- states from others --------------------------------------------------------------------------
+
+
+def state_from_history(
+    game: pyspiel.Game | Mapping[str, Any], history: Sequence[object]
+) -> ButtonUpState:
+    """The state that ``history`` (action ids, as ``state.history()`` gives them) reaches in
+    ``game``, a ``python_button_up`` game or its parameters (``game.get_parameters()``).
+
+    This is how to rebuild a state someone else sent: OpenSpiel's own state strings
+    (``state.serialize()``, ``game.deserialize_state``, ``pyspiel.deserialize_game_and_state``)
+    hold the state's attributes as a pickle, which runs any code it names when it is read; a
+    game's parameters and a list of whole numbers run nothing. Every action is checked as it
+    is played: ``ValueError`` in one sentence naming the first that is not a chance outcome
+    of its chance node or a legal slot of its position, and for bad parameters.
+    """
+    if not isinstance(game, ButtonUpGame):
+        if isinstance(game, pyspiel.Game):
+            _check_game(game)
+        game = ButtonUpGame(dict(game))
+    if isinstance(history, str | bytes) or not isinstance(history, Sequence):
+        raise ValueError(f"the history must be a list of action ids, not {type(history).__name__}")
+    longest = game.max_history_length()
+    if len(history) > longest:
+        raise ValueError(
+            f"the history has {len(history):,} actions; an episode of this game has at most "
+            f"{longest:,}"
+        )
+    state = game.new_initial_state()
+    for number, action in enumerate(history, start=1):
+        try:
+            if state.is_terminal():
+                raise ValueError("the episode is over")
+            if not is_whole_number(action):
+                raise ValueError("an action id is a whole number")
+            if state.is_chance_node():
+                state.node.apply(action)  # checks the outcome (a Node is immutable)
+            elif action not in (legal := state.legal_actions()):
+                notation = position_of(state).notation
+                raise ValueError(
+                    f"slot {action} is not legal on {notation!r}, whose legal slots are "
+                    f"{', '.join(map(str, legal))}"
+                )
+        except ValueError as error:
+            raise ValueError(
+                f"action {number} of the history, {shown(action)}, is not allowed there: {error}"
+            ) from None
+        state.apply_action(int(action))  # type: ignore[call-overload]
+    return state
