@@ -260,7 +260,7 @@ def replay_round(
         legal = state.legal_moves()
         _require(
             slot in legal,
-            f"{where}move {i + 1} lifts slot {slot}, which is illegal on "
+            f"{where}move {i + 1} lifts slot {shown(slot)}, which is illegal on "
             f"{state.notation!r} (legal: {', '.join(map(str, legal))})",
         )
         after = state.play(slot)
