@@ -8,6 +8,7 @@ generator, so that one seed fixes the opponent's choices too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -169,6 +170,10 @@ GRADED_PREFIX = "perfect-"
 """A graded bot's name is this prefix and its probability of a random move: ``perfect-0.3``."""
 
 
+_DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?", re.ASCII)
+"""A decimal number in ASCII digits, as :func:`graded_name` writes one (``0.3``, ``1e-05``)."""
+
+
 def graded_name(p: float) -> str:
     """The name of the graded bot with probability ``p`` of a random move (``perfect-0.3``)."""
     return f"{GRADED_PREFIX}{p:g}"
@@ -184,8 +189,8 @@ def graded_p(name: str) -> float | None:
     if not isinstance(name, str) or not name.lower().startswith(GRADED_PREFIX):
         return None
     text = name[len(GRADED_PREFIX) :]
-    try:
-        p = float(text)
+    try:  # float() alone reads any script's digits (perfect-\u0661 as perfect-1) and 1_0
+        p = float(text) if _DECIMAL.fullmatch(text) else float("nan")
     except ValueError:
         p = float("nan")
     if not 0.0 <= p <= 1.0:  # NaN fails too
