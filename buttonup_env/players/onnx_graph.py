@@ -547,7 +547,8 @@ def _entries(fields: Fields, name: str, where: str, repeated: list[str]) -> dict
 
 def read_model(data: bytes | memoryview) -> PolicyGraph:
     """The parts of an ONNX model (the bytes of a ``.onnx`` file) that a policy is checked by,
-    read as onnxruntime's parser reads them (see :func:`_read`; no copy of the weights is made).
+    read as onnxruntime's parser reads them (see the module docstring; no copy of the weights
+    is made).
 
     Raises :class:`NotOnnx` when the bytes are not a protobuf message with a graph, and
     :class:`GraphRefused` for a file that onnxruntime might read otherwise (a field given

@@ -67,8 +67,8 @@ class PolicyError(ValueError):
 
 
 class PolicyTimeout(PolicyError, deadline.TimeLimit):
-    """A policy's call overran its time limit (:attr:`_PolicyPlayer.seconds`) and was
-    stopped."""
+    """A policy's call overran its time limit (``seconds``, :data:`CALL_SECONDS` by default)
+    and was stopped."""
 
 
 def _masked_choice(logits: np.ndarray, mask: np.ndarray, rng: np.random.Generator | None) -> int:
