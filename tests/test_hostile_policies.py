@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from hostile_onnx import spin_body
 from onnx import TensorProto, helper, numpy_helper
 
 from buttonup_env.game.encoding import SlotEncoding
@@ -88,25 +89,9 @@ def refusal(path: Path) -> str:
 
 def _endless_loop() -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
     """A Loop with no trip count whose condition stays true: it never ends."""
-    body = helper.make_graph(
-        [
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-            helper.make_node("Identity", ["x_in"], ["x_out"]),
-        ],
-        "forever",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("x_in", TensorProto.FLOAT, None),
-        ],
-        [
-            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("x_out", TensorProto.FLOAT, None),
-        ],
-    )
     nodes = [
         helper.make_node("MatMul", ["obs", "W"], ["h"]),
-        helper.make_node("Loop", ["", "yes", "h"], ["logits"], body=body),
+        helper.make_node("Loop", ["", "yes", "h"], ["logits"], body=spin_body()),
     ]
     return nodes, [linear(), weight("yes", True, np.bool_)]
 
