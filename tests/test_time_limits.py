@@ -91,6 +91,8 @@ def test_the_env_s_opponent_is_stopped(bypass: None, tmp_path: Path) -> None:
 
 
 def run_command(code: str, args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    tests = str(Path(__file__).resolve().parent)
+    path = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
     return subprocess.run(
         [sys.executable, "-c", BYPASS.format(seconds=LIMIT) + code, *args],
         input=stdin,
@@ -98,8 +100,35 @@ def run_command(code: str, args: list[str], stdin: str = "") -> subprocess.Compl
         text=True,
         timeout=120,
         cwd=ROOT,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": path},
     )
+
+
+FORKED = """
+import os, sys
+from pathlib import Path
+from buttonup_env.players.policy import PolicyError, load_policy
+from hostile_onnx import later_loop, save, stacked_position
+policy = load_policy(save(later_loop(), Path(sys.argv[1])))
+policy.act(policy.PROBE_STATES[0])  # the parent's watchdog thread is running
+pid = os.fork()
+if pid == 0:
+    try:
+        policy.act(stacked_position())
+    except PolicyError as error:
+        print(error, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_has_a_watchdog_of_its_own(tmp_path: Path) -> None:
+    """A child forked while the watchdog ran has the parent's lock but not its thread: the
+    watchdog starts anew in it."""
+    done = run_command(FORKED, [str(tmp_path / "later.onnx")])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("within 1 s, its time limit, and was stopped\n"), done.stdout
 
 
 @pytest.mark.parametrize("command", ["buttonup-play", "evaluate.py"])

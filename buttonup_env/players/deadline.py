@@ -20,6 +20,7 @@ opponents) do not wake it.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -154,6 +155,8 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):  # a forked child has the parent's lock, not its thread
+    os.register_at_fork(after_in_child=_WATCHDOG.__init__)
 
 
 def run(session: Any, outputs: list[str], feeds: dict[str, Any], seconds: float) -> Any:
