@@ -26,7 +26,7 @@ from hostile_onnx import (
     two_names_as_one,
     weight,
 )
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from buttonup_env.players.onnx_graph import GraphRefused, NotOnnx, read_model
 from buttonup_env.players.policy import META_ENCODING, OnnxPolicy, load_policy
@@ -313,20 +313,36 @@ def measure(path: Path) -> dict[str, object]:
     return json.loads(done.stdout)
 
 
+def attribute_of_many_ints() -> bytes:
+    """A node whose attribute holds ten million whole numbers, packed (10 MB)."""
+    numbers = field(8, b"\x01" * 10_000_000)
+    return with_graph(plain(), node_extra=field(5, field(1, "extra") + numbers + field(20, 7)))
+
+
 @pytest.mark.parametrize(
     "make",
     [
         lambda: expand_prefix() + SHIPPED.read_bytes(),
         lambda: loop_prefix() + SHIPPED.read_bytes(),
         two_names_as_one,
+        lambda: with_graph(plain(), field(5, b"") * 2_000_000),
+        attribute_of_many_ints,
     ],
-    ids=["expand before the shipped policy", "loop before the shipped policy", "one name of two"],
+    ids=[
+        "expand before the shipped policy",
+        "loop before the shipped policy",
+        "one name of two",
+        "two million empty weights",
+        "ten million numbers in an attribute",
+    ],
 )
 def test_the_tricks_of_the_probe_cost_neither_time_nor_memory(
     make: Callable[[], bytes], tmp_path: Path
 ) -> None:
     """Before: 1.66 GB and 3.5 s (the Expand), a hang (the Loop: 2^62 turns), 3.2 GB and
-    10.6 s (a GiB MatMul of two weights), each from a file of 140 to 193 KB."""
+    10.6 s (a GiB MatMul of two weights), each from a file of 140 to 193 KB. The reader's
+    lists are capped and a weight's numbers counted, not read: two million empty weights
+    (4 MB) and ten million numbers (10 MB) are no more Python objects than a few."""
     path = tmp_path / "trick.onnx"
     path.write_bytes(make())
     cost = measure(path)
@@ -335,8 +351,10 @@ def test_the_tricks_of_the_probe_cost_neither_time_nor_memory(
     assert cost["seconds"] < 5, cost  # type: ignore[operator]
 
 
-def test_loading_takes_a_small_multiple_of_the_file_s_size(tmp_path: Path) -> None:
-    """A policy of 4.7 million weights (19 MB): the loader's memory grows by at most three
+@pytest.mark.parametrize("where", ["raw_data", "float_data"])
+def test_loading_takes_a_small_multiple_of_the_file_s_size(where: str, tmp_path: Path) -> None:
+    """A policy of 4.7 million weights (19 MB), their numbers in ``raw_data`` (as the
+    exporter writes them) or in ``float_data``: the loader's memory grows by at most three
     times the file (its bytes, onnxruntime's reading and its weights) and onnxruntime's own
     few tens of MB."""
     width = 2048
@@ -355,6 +373,11 @@ def test_loading_takes_a_small_multiple_of_the_file_s_size(tmp_path: Path) -> No
             weight("W2", rng.normal(size=(width, 9)) * 0.01),
         ],
     )
+    if where == "float_data":
+        for tensor in made.graph.initializer:
+            values = numpy_helper.to_array(tensor).ravel()
+            tensor.ClearField("raw_data")
+            tensor.float_data.extend(values.tolist())
     path = tmp_path / "wide.onnx"
     path.write_bytes(made.SerializeToString())
     cost = measure(path)

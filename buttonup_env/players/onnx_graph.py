@@ -89,10 +89,21 @@ _INT, _INT32, _FLOAT32, _FLOAT64, _TEXT, _BYTES, _MESSAGE = (
     "message",
 )
 """The kinds of field: a whole number (``int64``, or ``int32`` and enums), a fixed-width float,
-a name or other text (strict UTF-8), bytes, a message. A kind in a tuple, ``(kind,)``, is a
-repeated field: a list, which protobuf concatenates, and for numbers packed or not."""
+a name or other text (strict UTF-8), bytes, a message. A kind in a tuple, ``(kind, cap)``, is
+a repeated field (a list, which protobuf concatenates, and for numbers packed or not) of at
+most ``cap`` entries, or, for a cap of None, a weight's numbers: those are counted, and only
+the first :data:`_KEPT` are kept, so that reading a file takes no more memory than the file."""
 
-_SCHEMAS: dict[str, dict[int, tuple[str, str | tuple[str]]]] = {
+_KEPT = 16
+"""How many of a weight's numbers in a typed field are read (a ``Reshape``'s target shape is
+read from them: it has at most this many dimensions)."""
+
+_FEW, _SOME, _MANY = 16, 1000, 3 * 1000
+"""Caps of lists: of a node's inputs, outputs and attributes, of a shape's dimensions, ...
+(16); of metadata entries (1,000); of a graph's weights (3,000: an exported policy has two a
+layer and a few shapes)."""
+
+_SCHEMAS: dict[str, dict[int, tuple[str, str | tuple[str, int | None]]]] = {
     # every field of onnx.proto (ONNX 1.18) of the messages a policy file is read through
     "model": {
         1: ("ir_version", _INT),
@@ -102,35 +113,35 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str | tuple[str]]]] = {
         5: ("model_version", _INT),
         6: ("doc_string", _TEXT),
         7: ("graph", _MESSAGE),
-        8: ("opset_import", (_MESSAGE,)),
-        14: ("metadata_props", (_MESSAGE,)),
-        20: ("training_info", (_MESSAGE,)),
-        25: ("functions", (_MESSAGE,)),
-        26: ("configuration", (_MESSAGE,)),
+        8: ("opset_import", (_MESSAGE, _FEW)),
+        14: ("metadata_props", (_MESSAGE, _SOME)),
+        20: ("training_info", (_MESSAGE, _FEW)),
+        25: ("functions", (_MESSAGE, _FEW)),
+        26: ("configuration", (_MESSAGE, _FEW)),
     },
     "graph": {
-        1: ("node", (_MESSAGE,)),
+        1: ("node", (_MESSAGE, MAX_NODES)),
         2: ("name", _TEXT),
-        5: ("initializer", (_MESSAGE,)),
+        5: ("initializer", (_MESSAGE, _MANY)),
         10: ("doc_string", _TEXT),
-        11: ("input", (_MESSAGE,)),
-        12: ("output", (_MESSAGE,)),
-        13: ("value_info", (_MESSAGE,)),
-        14: ("quantization_annotation", (_MESSAGE,)),
-        15: ("sparse_initializer", (_MESSAGE,)),
-        16: ("metadata_props", (_MESSAGE,)),
+        11: ("input", (_MESSAGE, _FEW)),
+        12: ("output", (_MESSAGE, _FEW)),
+        13: ("value_info", (_MESSAGE, _FEW)),
+        14: ("quantization_annotation", (_MESSAGE, _FEW)),
+        15: ("sparse_initializer", (_MESSAGE, _FEW)),
+        16: ("metadata_props", (_MESSAGE, _SOME)),
     },
     "node": {
-        1: ("input", (_TEXT,)),
-        2: ("output", (_TEXT,)),
+        1: ("input", (_TEXT, _FEW)),
+        2: ("output", (_TEXT, _FEW)),
         3: ("name", _TEXT),
         4: ("op_type", _TEXT),
-        5: ("attribute", (_MESSAGE,)),
+        5: ("attribute", (_MESSAGE, _FEW)),
         6: ("doc_string", _TEXT),
         7: ("domain", _TEXT),
         8: ("overload", _TEXT),
-        9: ("metadata_props", (_MESSAGE,)),
-        10: ("device_configurations", (_MESSAGE,)),
+        9: ("metadata_props", (_MESSAGE, _SOME)),
+        10: ("device_configurations", (_MESSAGE, _FEW)),
     },
     "attribute": {
         1: ("name", _TEXT),
@@ -139,41 +150,41 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str | tuple[str]]]] = {
         4: ("s", _BYTES),
         5: ("t", _MESSAGE),
         6: ("g", _MESSAGE),
-        7: ("floats", (_FLOAT32,)),
-        8: ("ints", (_INT,)),
-        9: ("strings", (_BYTES,)),
-        10: ("tensors", (_MESSAGE,)),
-        11: ("graphs", (_MESSAGE,)),
+        7: ("floats", (_FLOAT32, _FEW)),
+        8: ("ints", (_INT, _FEW)),
+        9: ("strings", (_BYTES, _FEW)),
+        10: ("tensors", (_MESSAGE, _FEW)),
+        11: ("graphs", (_MESSAGE, _FEW)),
         13: ("doc_string", _TEXT),
         14: ("tp", _MESSAGE),
-        15: ("type_protos", (_MESSAGE,)),
+        15: ("type_protos", (_MESSAGE, _FEW)),
         20: ("type", _INT32),
         21: ("ref_attr_name", _TEXT),
         22: ("sparse_tensor", _MESSAGE),
-        23: ("sparse_tensors", (_MESSAGE,)),
+        23: ("sparse_tensors", (_MESSAGE, _FEW)),
     },
     "weight": {  # TensorProto
-        1: ("dims", (_INT,)),
+        1: ("dims", (_INT, _FEW)),
         2: ("data_type", _INT32),
         3: ("segment", _MESSAGE),
-        4: ("float_data", (_FLOAT32,)),
-        5: ("int32_data", (_INT32,)),
-        6: ("string_data", (_BYTES,)),
-        7: ("int64_data", (_INT,)),
+        4: ("float_data", (_FLOAT32, None)),
+        5: ("int32_data", (_INT32, None)),
+        6: ("string_data", (_BYTES, None)),
+        7: ("int64_data", (_INT, None)),
         8: ("name", _TEXT),
         9: ("raw_data", _BYTES),
-        10: ("double_data", (_FLOAT64,)),
-        11: ("uint64_data", (_INT,)),
+        10: ("double_data", (_FLOAT64, None)),
+        11: ("uint64_data", (_INT, None)),
         12: ("doc_string", _TEXT),
-        13: ("external_data", (_MESSAGE,)),
+        13: ("external_data", (_MESSAGE, _FEW)),
         14: ("data_location", _INT32),
-        16: ("metadata_props", (_MESSAGE,)),
+        16: ("metadata_props", (_MESSAGE, _SOME)),
     },
     "value": {  # ValueInfoProto: a graph's input or output
         1: ("name", _TEXT),
         2: ("type", _MESSAGE),
         3: ("doc_string", _TEXT),
-        4: ("metadata_props", (_MESSAGE,)),
+        4: ("metadata_props", (_MESSAGE, _SOME)),
     },
     "type": {  # TypeProto: one of its kinds (a oneof), and a denotation
         1: ("tensor_type", _MESSAGE),
@@ -185,7 +196,7 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str | tuple[str]]]] = {
         9: ("optional_type", _MESSAGE),
     },
     "tensor type": {1: ("elem_type", _INT32), 2: ("shape", _MESSAGE)},
-    "shape": {1: ("dim", (_MESSAGE,))},
+    "shape": {1: ("dim", (_MESSAGE, _FEW))},
     "dimension": {1: ("dim_value", _INT), 2: ("dim_param", _TEXT), 3: ("denotation", _TEXT)},
     "operator set": {1: ("domain", _TEXT), 2: ("version", _INT)},
     "entry": {1: ("key", _TEXT), 2: ("value", _TEXT)},  # StringStringEntryProto
@@ -199,7 +210,20 @@ _WIRES = {_INT: 0, _INT32: 0, _FLOAT32: 5, _FLOAT64: 1, _TEXT: 2, _BYTES: 2, _ME
 _NUMBERS = (_INT, _INT32, _FLOAT32, _FLOAT64)
 
 Value = int | float | str | memoryview
-Fields = dict[str, list[Value]]
+
+
+class Fields(dict[str, list[Value]]):
+    """A message's fields by name, each a list of values (one for a field that is not a
+    list); for a weight's numbers only the first ``_KEPT``, with how many there are in
+    ``counts``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[str, int] = {}
+
+
+_ENDS = bytes(range(128))
+"""The bytes that end a varint."""
 
 
 def _varint(data: memoryview, pos: int) -> tuple[int, int]:
@@ -228,19 +252,27 @@ def _number(kind: str, value: int, what: str) -> int:
     return value
 
 
-def _packed(kind: str, data: memoryview, what: str) -> list[Value]:
-    """The numbers of a packed repeated field."""
+def _packed(kind: str, data: memoryview, what: str, first: int) -> tuple[int, list[Value]]:
+    """How many numbers a packed repeated field holds, and the first ``first`` of them (so
+    that a million numbers are counted, not made into a million Python objects)."""
     if kind in (_FLOAT32, _FLOAT64):
         size, code = (4, "<f") if kind == _FLOAT32 else (8, "<d")
         if len(data) % size:
             raise NotOnnx(f"{what} holds a cut-off number")
-        return [v for (v,) in struct.iter_unpack(code, data)]
+        kept = min(first, len(data) // size)
+        return len(data) // size, list(struct.unpack_from(f"<{kept}{code[1]}", data))
+    if data and data[-1] & 0x80:
+        raise NotOnnx(f"{what} holds a cut-off number")
+    count = 0
+    for start in range(0, len(data), 1 << 20):  # in pieces: no copy of the whole field
+        piece = bytes(data[start : start + (1 << 20)])
+        count += len(piece) - len(piece.translate(None, _ENDS))
     out: list[Value] = []
     pos = 0
-    while pos < len(data):
+    while pos < len(data) and len(out) < first:
         value, pos = _varint(data, pos)
         out.append(_number(kind, value, what))
-    return out
+    return count, out
 
 
 def _text(value: memoryview, what: str) -> str:
@@ -254,6 +286,30 @@ def _text(value: memoryview, what: str) -> str:
         ) from None
 
 
+def _field(data: memoryview, pos: int) -> tuple[int, int, int | memoryview, int]:
+    """The field that starts at ``pos``: its number, its wire type, its value (a varint's
+    number, else its bytes) and where the next field starts; :class:`NotOnnx` for bytes that
+    are not one."""
+    key, pos = _varint(data, pos)
+    number, wire = key >> 3, key & 7
+    if number == 0:
+        raise NotOnnx("a field has the number 0")
+    if wire == 0:
+        value, pos = _varint(data, pos)
+        return number, wire, value, pos
+    if wire in (1, 5):
+        size = 8 if wire == 1 else 4
+        if pos + size > len(data):
+            raise NotOnnx("a number is cut off")
+        return number, wire, data[pos : pos + size], pos + size
+    if wire == 2:
+        length, pos = _varint(data, pos)
+        if pos + length > len(data):
+            raise NotOnnx("a field is longer than what is left of the file")
+        return number, wire, data[pos : pos + length], pos + length
+    raise NotOnnx(f"a field has the wire type {wire}, which ONNX does not use")
+
+
 def _read(data: memoryview, message: str, where: str) -> Fields:
     """The fields of one protobuf message of the kind ``message`` (a key of
     :data:`_SCHEMAS`), by name: each a list of values (one for a field that is not a list).
@@ -264,31 +320,11 @@ def _read(data: memoryview, message: str, where: str) -> Fields:
     a field that is not a list given twice (protobuf would merge or replace it), two fields
     of a oneof, text that is not UTF-8. ``where`` names the message in those sentences."""
     schema = _SCHEMAS[message]
-    fields: Fields = {}
+    fields = Fields()
     oneof: str | None = None
     pos = 0
     while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise NotOnnx("a field has the number 0")
-        if wire == 0:
-            raw, pos = _varint(data, pos)
-            value: int | memoryview = raw
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            if pos + size > len(data):
-                raise NotOnnx("a number is cut off")
-            value = data[pos : pos + size]
-            pos += size
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > len(data):
-                raise NotOnnx("a field is longer than what is left of the file")
-            value = data[pos : pos + length]
-            pos += length
-        else:
-            raise NotOnnx(f"a field has the wire type {wire}, which ONNX does not use")
+        number, wire, value, pos = _field(data, pos)
         if number not in schema:
             raise GraphRefused(
                 f"{where} holds a field numbered {number}, which ONNX does not define there"
@@ -296,7 +332,7 @@ def _read(data: memoryview, message: str, where: str) -> Fields:
         name, kind = schema[number]
         what = f"the {name} of {where}"
         repeated = isinstance(kind, tuple)
-        base = kind[0] if isinstance(kind, tuple) else kind
+        base, cap = kind if isinstance(kind, tuple) else (kind, 1)
         values = fields.setdefault(name, [])
         if values and not repeated:
             raise GraphRefused(
@@ -312,8 +348,19 @@ def _read(data: memoryview, message: str, where: str) -> Fields:
             oneof = name
         if repeated and base in _NUMBERS and wire == 2:
             assert isinstance(value, memoryview)
-            values += _packed(base, value, what)
+            count, first = _packed(base, value, what, _KEPT - len(values) if cap is None else cap)
+            _count(fields, name, count, cap, where)
+            values += first
             continue
+        if repeated:
+            _count(fields, name, 1, cap, where)
+            if cap is None and len(values) >= _KEPT:
+                if wire != _WIRES[base]:
+                    raise GraphRefused(
+                        f"{what} has the wire type {wire}, not its own ({_WIRES[base]}); "
+                        "protobuf would skip it"
+                    )
+                continue
         if wire != _WIRES[base]:
             raise GraphRefused(
                 f"{what} has the wire type {wire}, not its own ({_WIRES[base]}); protobuf "
@@ -332,6 +379,15 @@ def _read(data: memoryview, message: str, where: str) -> Fields:
             assert isinstance(value, memoryview)
             values.append(value)
     return fields
+
+
+def _count(fields: Fields, name: str, more: int, cap: int | None, where: str) -> None:
+    """Count ``more`` entries of the list ``name``; :class:`GraphRefused` beyond ``cap``."""
+    count = fields.counts[name] = fields.counts.get(name, 0) + more
+    if cap is not None and count > cap:
+        raise GraphRefused(
+            f"{where} gives more than {cap:,} {name}; a policy file holds at most that many"
+        )
 
 
 def _one(fields: Fields, name: str, default: Value) -> Value:
@@ -466,7 +522,7 @@ def _weight(data: memoryview, where: str) -> Weight:
         stored["raw_data"] = len(raw[0])
     for key in (*_TYPED_FIELDS, "string_data", "segment"):
         if fields.get(key):
-            stored[key] = len(fields[key])
+            stored[key] = fields.counts.get(key, len(fields[key]))
     return Weight(
         name,
         tuple(_ints(fields, "dims")),
@@ -585,11 +641,7 @@ def read_model(data: bytes | memoryview) -> PolicyGraph:
         if key in graph:
             extras.append(what)
     _entries(graph, "metadata_props", "its graph's metadata", [])
-    node_data = _messages(graph, "node")
-    if len(node_data) > MAX_NODES:
-        raise GraphRefused(
-            f"its graph has more than {MAX_NODES:,} nodes; an exported policy has three a layer"
-        )
+    node_data = _messages(graph, "node")  # at most MAX_NODES (the schema's cap)
     nodes = [_node(entry, number) for number, entry in enumerate(node_data, start=1)]
     weights: dict[str, Weight] = {}
     for number, entry in enumerate(_messages(graph, "initializer"), start=1):
@@ -684,60 +736,67 @@ def check_structure(graph: PolicyGraph, input_name: str) -> None:
             f"it has a weight named {input_name!r}, the name of its input; onnxruntime would "
             "compute from it at load"
         )
-    allowed = ", ".join(sorted(OPERATORS))
     varying = {input_name}
     for number, node in enumerate(graph.nodes, start=1):
-        where = f"node {number} ({node.op_type or '?'})"
-        if node.domain not in _DEFAULT_DOMAINS:
+        _check_node(graph, node, f"node {number} ({node.op_type or '?'})", input_name, varying)
+        varying.add(node.outputs[0])
+
+
+def _check_node(
+    graph: PolicyGraph, node: Node, where: str, input_name: str, varying: set[str]
+) -> None:
+    """Refuse (:class:`GraphRefused`) ``node`` unless it is an allowed operator of one output,
+    of a new name, that works on exactly one of the tensors ``varying`` (computed from the
+    input ``input_name``) and on weights."""
+    allowed = ", ".join(sorted(OPERATORS))
+    if node.domain not in _DEFAULT_DOMAINS:
+        raise GraphRefused(
+            f"{where} is an operator of the domain {node.domain!r}; a policy uses only "
+            f"{allowed} of ONNX's default domain"
+        )
+    if node.op_type not in OPERATORS:
+        raise GraphRefused(
+            f"it uses the operator {node.op_type!r}, which a policy does not use (allowed: "
+            f"{allowed})"
+        )
+    if node.extras:
+        raise GraphRefused(f"{where} holds {node.extras[0]}, which a policy's nodes never do")
+    for name, value in node.attributes.items():
+        if not (node.op_type == "Reshape" and name == "allowzero" and value is not None):
             raise GraphRefused(
-                f"{where} is an operator of the domain {node.domain!r}; a policy uses only "
-                f"{allowed} of ONNX's default domain"
+                f"{where} has the attribute {name!r}; the operators of a policy have none "
+                "but Reshape's allowzero (a whole number)"
             )
-        if node.op_type not in OPERATORS:
+    if len(node.inputs) != _ARITY[node.op_type]:
+        raise GraphRefused(
+            f"{where} has {len(node.inputs)} inputs; a {node.op_type} has {_ARITY[node.op_type]}"
+        )
+    moving = [name for name in node.inputs if name in varying]
+    unknown = [name for name in node.inputs if name not in varying and name not in graph.weights]
+    if unknown:
+        raise GraphRefused(
+            f"{where} reads {unknown[0]!r}, which is neither the input {input_name!r}, a "
+            "weight, nor the output of an earlier node"
+        )
+    if len(moving) != 1 or (node.op_type == "Reshape" and node.inputs[0] not in varying):
+        raise GraphRefused(
+            f"{where} takes {len(moving)} inputs computed from {input_name!r}; each node of a "
+            "policy works on the output of the one before it (and weights)"
+        )
+    if node.op_type == "Reshape":
+        shape = graph.weights[node.inputs[1]]
+        if shape.data_type != _INT64 or len(shape.dims) != 1 or shape.dims[0] > _KEPT:
             raise GraphRefused(
-                f"it uses the operator {node.op_type!r}, which a policy does not use (allowed: "
-                f"{allowed})"
+                f"{where} reshapes to {shape.name!r}, not a list of at most {_KEPT} int64"
             )
-        if node.extras:
-            raise GraphRefused(f"{where} holds {node.extras[0]}, which a policy's nodes never do")
-        for name, value in node.attributes.items():
-            if not (node.op_type == "Reshape" and name == "allowzero" and value is not None):
-                raise GraphRefused(
-                    f"{where} has the attribute {name!r}; the operators of a policy have none "
-                    "but Reshape's allowzero (a whole number)"
-                )
-        if len(node.inputs) != _ARITY[node.op_type]:
-            raise GraphRefused(
-                f"{where} has {len(node.inputs)} inputs; a {node.op_type} has "
-                f"{_ARITY[node.op_type]}"
-            )
-        moving = [name for name in node.inputs if name in varying]
-        unknown = [
-            name for name in node.inputs if name not in varying and name not in graph.weights
-        ]
-        if unknown:
-            raise GraphRefused(
-                f"{where} reads {unknown[0]!r}, which is neither the input {input_name!r}, a "
-                "weight, nor the output of an earlier node"
-            )
-        if len(moving) != 1 or (node.op_type == "Reshape" and node.inputs[0] not in varying):
-            raise GraphRefused(
-                f"{where} takes {len(moving)} inputs computed from {input_name!r}; each node of a "
-                "policy works on the output of the one before it (and weights)"
-            )
-        if node.op_type == "Reshape":
-            shape = graph.weights[node.inputs[1]]
-            if shape.data_type != _INT64 or len(shape.dims) != 1:
-                raise GraphRefused(f"{where} reshapes to {shape.name!r}, not a list of int64")
-        if len(node.outputs) != 1:
-            raise GraphRefused(f"{where} has {len(node.outputs)} outputs; a {node.op_type} has one")
-        output = node.outputs[0]
-        if not output or output in varying or output in graph.weights:
-            raise GraphRefused(
-                f"{where} writes {output!r}, which is {'no name' if not output else 'taken'}; "
-                "each node writes a tensor of a new name"
-            )
-        varying.add(output)
+    if len(node.outputs) != 1:
+        raise GraphRefused(f"{where} has {len(node.outputs)} outputs; a {node.op_type} has one")
+    output = node.outputs[0]
+    if not output or output in varying or output in graph.weights:
+        raise GraphRefused(
+            f"{where} writes {output!r}, which is {'no name' if not output else 'taken'}; "
+            "each node writes a tensor of a new name"
+        )
 
 
 # --- shapes -----------------------------------------------------------------------------------
