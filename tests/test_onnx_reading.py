@@ -176,6 +176,13 @@ TRICKS: dict[str, tuple[Callable[[], bytes], str]] = {
         lambda: with_graph(plain(), field(5, raw_weight("V", [1], field(4, bytes(4))))),
         "its weight 'V' keeps its numbers in raw_data and float_data",
     ),
+    "a weight's numbers one by one": (
+        lambda: with_graph(
+            plain(),
+            field(5, field(1, 17) + field(2, 1) + field(8, "V") + (b"\x25" + bytes(4)) * 17),
+        ),
+        "the float_data of weight 2 holds more than 16 numbers one by one",
+    ),
     "a weight of strings": (
         lambda: with_graph(
             plain(), field(5, field(1, 1) + field(2, TensorProto.STRING) + field(8, "V"))

@@ -169,7 +169,7 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str | tuple[str, int | None]]]] = {
         3: ("segment", _MESSAGE),
         4: ("float_data", (_FLOAT32, None)),
         5: ("int32_data", (_INT32, None)),
-        6: ("string_data", (_BYTES, None)),
+        6: ("string_data", (_BYTES, _FEW)),
         7: ("int64_data", (_INT, None)),
         8: ("name", _TEXT),
         9: ("raw_data", _BYTES),
@@ -354,13 +354,11 @@ def _read(data: memoryview, message: str, where: str) -> Fields:
             continue
         if repeated:
             _count(fields, name, 1, cap, where)
-            if cap is None and len(values) >= _KEPT:
-                if wire != _WIRES[base]:
-                    raise GraphRefused(
-                        f"{what} has the wire type {wire}, not its own ({_WIRES[base]}); "
-                        "protobuf would skip it"
-                    )
-                continue
+            if cap is None and len(values) >= _KEPT:  # a field each, a step of this loop each
+                raise GraphRefused(
+                    f"{what} holds more than {_KEPT} numbers one by one; a weight's numbers are "
+                    "packed, as ONNX's writers pack them"
+                )
         if wire != _WIRES[base]:
             raise GraphRefused(
                 f"{what} has the wire type {wire}, not its own ({_WIRES[base]}); protobuf "
