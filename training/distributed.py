@@ -22,9 +22,10 @@ snapshot (:meth:`WorkerGroup.share`) and each checkpoint (:meth:`WorkerGroup.gat
 worker's resume point, which worker 0 writes). training/trainer.py says what happens there.
 
 ``train.py --workers N`` makes this process worker 0 and starts workers 1 to N-1 as its
-children (:func:`launch`); ``torchrun`` starts every worker itself, and each finds its rank in
-the environment (:func:`from_environment`). The process group is gloo for CPU tensors (the
-network trains on the CPU), with NCCL beside it for CUDA tensors where there is CUDA.
+children (:func:`training.launch.launch`); ``torchrun`` starts every worker itself, and each
+finds its rank in the environment (:func:`training.launch.from_environment`). The process
+group is gloo for CPU tensors (the network trains on the CPU), with NCCL beside it for CUDA
+tensors where there is CUDA.
 
 Workers on one machine average their gradients through shared memory
 (:class:`~training.shared_memory.SharedGradients`) rather than gloo's sockets: they meet
@@ -42,12 +43,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import ctypes
 import hashlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -67,18 +66,9 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=10)
 than worker 0's longest work alone (a periodic evaluation, a checkpoint) while the others
 wait."""
 
-STARTUP_TIMEOUT = timedelta(minutes=2)
-"""How long the workers have to start (import torch, reach the first collective)."""
-
 MAX_LOCAL_WORKERS = 4 * (os.cpu_count() or 1)
 """The most workers ``train.py --workers N`` starts on this machine: four per logical CPU
 (torchrun, which starts the workers itself, is not bounded by it)."""
-
-LAUNCHED = "BUTTONUP_ENV_WORKER"
-"""Set in the environment of a worker that ``train.py --workers N`` started (not torchrun)."""
-
-ROOT = Path(__file__).resolve().parent.parent
-"""The folder that holds the ``training`` package: the children import it from there."""
 
 
 MAX_AUTO_WORKERS = 8
@@ -245,12 +235,13 @@ class Solo(Team):
 @dataclass
 class WorkerGroup(Team):
     """This process's place among the run's workers: its ``rank`` of ``size``, and the
-    process group that joins them (made by :func:`launch` or :func:`from_environment`)."""
+    process group that joins them (made by :func:`training.launch.launch` or
+    :func:`training.launch.from_environment`)."""
 
     rank: int
     size: int
     children: list[subprocess.Popen] = field(default_factory=list)
-    """Workers 1 to N-1 when this process started them (:func:`launch`)."""
+    """Workers 1 to N-1 when this process started them (:func:`training.launch.launch`)."""
     launched: bool = False
     """Started by ``train.py --workers N`` (not torchrun)."""
     _exchanges: list[SharedGradients] = field(default_factory=list, repr=False)
@@ -356,9 +347,10 @@ class WorkerGroup(Team):
 
     # --- the end
 
-    def lost(self, error: BaseException) -> WorkerLost:
-        """A :class:`WorkerLost` for ``error``, a failed collective: which worker is gone and
-        how, when this process started it; otherwise what the collective said."""
+    def lost(self, error: BaseException, joining: timedelta | None = None) -> WorkerLost:
+        """A :class:`WorkerLost` for ``error``, a failed collective (or, ``joining``, the
+        rendezvous of that timeout): which worker is gone and how, when this process started
+        it; otherwise what the collective said."""
         deadline = time.monotonic() + 2.0  # a dead child's sockets close before it is reaped
         while time.monotonic() < deadline:
             dead = [child for child in self.children if child.poll() not in (None, 0)]
@@ -375,6 +367,11 @@ class WorkerGroup(Team):
                 )
                 return WorkerLost(f"worker {rank} (process {child.pid}) {how}")
         text = " ".join(str(error).split())
+        if joining is not None:
+            return WorkerLost(
+                f"the workers did not all join within {joining.total_seconds():g} s "
+                f"(--rendezvous-timeout; {text[:120]})"
+            )
         if "timed out" in text.lower() or "timeout" in text.lower():
             minutes = COLLECTIVE_TIMEOUT.total_seconds() / 60
             return WorkerLost(f"a worker did not answer for {minutes:g} minutes ({text[:120]})")
@@ -406,91 +403,3 @@ def _lost_on_failure(group: WorkerGroup, what: str) -> Any:
         raise
     except (RuntimeError, OSError) as error:
         raise group.lost(error) from None
-
-
-def launch(size: int) -> WorkerGroup:
-    """Make this process worker 0 of ``size`` workers on this machine: start workers 1 to
-    ``size`` - 1 as its children (``python -m training.train``, told their rank by the
-    environment as torchrun tells it; they die with this process), and join them."""
-    store = dist.TCPStore(
-        "127.0.0.1", 0, size, is_master=True, timeout=STARTUP_TIMEOUT, wait_for_workers=False
-    )
-    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    common = {
-        **os.environ,
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(store.port),
-        "WORLD_SIZE": str(size),
-        "LOCAL_WORLD_SIZE": str(size),
-        "PYTHONPATH": os.pathsep.join(paths),
-        LAUNCHED: "1",
-    }
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-m", "training.train"],
-            env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-            stdin=subprocess.DEVNULL,
-        )
-        for rank in range(1, size)
-    ]
-    group = WorkerGroup(0, size, children, launched=True)
-    try:
-        dist.init_process_group(
-            backend(), store=store, rank=0, world_size=size, timeout=COLLECTIVE_TIMEOUT
-        )
-    except BaseException as error:
-        for child in children:
-            child.kill()
-        lost = group.lost(error)
-        group.close()
-        raise lost from None
-    return group
-
-
-def from_environment() -> WorkerGroup | None:
-    """This process's place among the workers when torchrun (or :func:`launch`) started it:
-    ``RANK`` and ``WORLD_SIZE`` in the environment, joined in a process group at
-    ``MASTER_ADDR:MASTER_PORT``. None without ``WORLD_SIZE``, or with one worker (then no
-    process group is made: a single worker trains as a run without workers)."""
-    if "WORLD_SIZE" not in os.environ:
-        return None
-    size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
-    if size == 1:
-        return None
-    launched = os.environ.get(LAUNCHED) == "1"
-    if launched:
-        die_with_parent()
-    group = WorkerGroup(rank, size, launched=launched)
-    try:
-        if launched:  # worker 0's store, as it joins it (env:// would look under other keys)
-            store = dist.TCPStore(
-                os.environ["MASTER_ADDR"],
-                int(os.environ["MASTER_PORT"]),
-                size,
-                is_master=False,
-                timeout=STARTUP_TIMEOUT,
-            )
-            dist.init_process_group(
-                backend(), store=store, rank=rank, world_size=size, timeout=COLLECTIVE_TIMEOUT
-            )
-        else:
-            dist.init_process_group(
-                backend(),
-                init_method="env://",
-                rank=rank,
-                world_size=size,
-                timeout=COLLECTIVE_TIMEOUT,
-            )
-    except (RuntimeError, OSError, ValueError) as error:
-        raise group.lost(error) from None
-    return group
-
-
-def die_with_parent() -> None:
-    """Have Linux end this process (SIGKILL) when the process that started it dies: a worker
-    without worker 0 has nothing left to do (elsewhere its next collective fails instead)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the parent died before the line above
-            os._exit(1)

@@ -30,6 +30,7 @@ reward; it only judges (the regret figures, and which snapshot is kept as ``best
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shlex
 import sys
@@ -37,16 +38,29 @@ import sys
 from buttonup_env.game.files import reason
 from buttonup_env.ui.cli import OutputError, fail, run_cli
 from training.config import RunConfig, TrainConfig, parse_config, resolve
-from training.distributed import MAX_LOCAL_WORKERS, WorkerGroup, WorkerLost, from_environment
+from training.distributed import MAX_LOCAL_WORKERS, WorkerGroup, WorkerLost
+from training.launch import from_environment
+from training.rendezvous import RENDEZVOUS_TIMEOUT, RendezvousError, check_timeout
 from training.runfolder import RunFolderError
 from training.trainer import Resume, RunStopped, train
+
+RENDEZVOUS_FLAG = "--rendezvous-timeout"
+RENDEZVOUS_HELP = f"""
+{RENDEZVOUS_FLAG} SECONDS: how long a worker waits for the others to join the run (default
+{RENDEZVOUS_TIMEOUT.total_seconds():g}); past it the run stops in one sentence. It is not a
+setting of the run: config.json does not keep it, and each command line may give it.
+"""
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    config = parse_config(argv, description=__doc__)
+    argv, seconds = take_rendezvous_timeout(argv)
+    config = parse_config(argv, description=f"{__doc__}{RENDEZVOUS_HELP}")
     try:  # a worker that torchrun started, or one that worker 0 started (--workers N)
-        group = from_environment()
+        timeout = check_timeout(seconds)
+        group = from_environment(timeout)
+    except RendezvousError as error:
+        fail(str(error))
     except WorkerLost as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
@@ -60,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
                 group.close()
             fail(str(error))
     try:
-        train(run, shlex.join(["python", "training/train.py", *argv]), group=group)
+        command = shlex.join(["python", "training/train.py", *argv])
+        train(run, command, group=group, rendezvous=timeout)
     except (RunFolderError, OutputError) as error:  # a run folder that cannot be resumed, or
         fail(str(error))  # a file of it that cannot be written
     except OSError as error:  # a file that cannot be written: a full disk, say
@@ -72,6 +87,30 @@ def main(argv: list[str] | None = None) -> None:
             where = "" if group is None or group.leader else f"worker {group.rank}: "
             print(f"error: {where}{error}", file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def take_rendezvous_timeout(argv: list[str]) -> tuple[list[str], float]:
+    """``argv`` without ``--rendezvous-timeout SECONDS`` (or ``=SECONDS``), and the seconds
+    it gives (the default without it); one sentence for a value that is not a number."""
+    rest, seconds, index = [], RENDEZVOUS_TIMEOUT.total_seconds(), 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg != RENDEZVOUS_FLAG and not arg.startswith(f"{RENDEZVOUS_FLAG}="):
+            rest.append(arg)
+            index += 1
+            continue
+        given = arg.partition("=")[2] if "=" in arg else None
+        if given is None:
+            given = argv[index + 1] if index + 1 < len(argv) else ""
+            index += 1
+        index += 1
+        try:
+            seconds = float(given) if given.isascii() else math.nan
+        except ValueError:
+            seconds = math.nan
+        if not math.isfinite(seconds):
+            fail(f"{RENDEZVOUS_FLAG} takes a number of seconds, got {given[:40]!r}")
+    return rest, seconds
 
 
 def resolve_command_line(config: TrainConfig, group: WorkerGroup | None) -> RunConfig | Resume:

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import torch as th
@@ -35,9 +36,11 @@ from training.callbacks import (
 from training.cards import checkpoint_training, export_with_card
 from training.checkpoints import Checkpoint, Checkpoints, Progress
 from training.config import RunConfig
-from training.distributed import MAX_LOCAL_WORKERS, Solo, Team, WorkerGroup, WorkerLost, launch
+from training.distributed import MAX_LOCAL_WORKERS, Solo, Team, WorkerGroup, WorkerLost
 from training.factories import make_model, make_vec_env, worker_config, write_snapshot
+from training.launch import launch
 from training.plots import learning_curve
+from training.rendezvous import RENDEZVOUS_TIMEOUT
 from training.resume import take_resume_point, updates_done
 from training.runfolder import EvalRow, RunFolder, RunFolderError
 
@@ -66,6 +69,7 @@ def train(
     command: str,
     on_eval: Callable[[EvalRow], None] | None = None,
     group: WorkerGroup | None = None,
+    rendezvous: timedelta = RENDEZVOUS_TIMEOUT,
 ) -> Path:
     """Run a training of ``config``, or resume one (``config`` a :class:`Resume`); return the
     run folder.
@@ -80,13 +84,14 @@ def train(
     run has several (``config.workers``; :mod:`training.distributed`). Under torchrun
     ``group`` is this process's place among the workers: worker 0 reads and writes the run
     folder and sends the others what they read of it; they ignore ``config`` (None). A worker gone
-    mid-run raises ``WorkerLost`` on the others, once worker 0 has saved a checkpoint.
+    mid-run raises ``WorkerLost`` on the others, once worker 0 has saved a checkpoint. Worker 0
+    waits at most ``rendezvous`` for the workers it starts.
     """
     scratch = None
     if group is None or group.leader:
         if config is None:
             raise ValueError("worker 0 trains the run it is given: config is None")
-        run, checkpoint, team = lead(config, command, group)
+        run, checkpoint, team = lead(config, command, group, rendezvous)
     else:
         files = group.share()
         if files is None:  # worker 0 refused the run, and said why
@@ -106,11 +111,14 @@ def train(
 
 
 def lead(
-    config: RunConfig | Resume, command: str, group: WorkerGroup | None
+    config: RunConfig | Resume,
+    command: str,
+    group: WorkerGroup | None,
+    rendezvous: timedelta = RENDEZVOUS_TIMEOUT,
 ) -> tuple[RunFolder, Checkpoint | None, Team]:
     """Worker 0's start: the run folder and its checkpoint (:func:`open_run`), the other
-    workers started when the run has several and ``group`` is None, and what the others read
-    of the folder sent to them."""
+    workers started when the run has several and ``group`` is None (waiting at most
+    ``rendezvous`` for them), and what the others read of the folder sent to them."""
     try:
         run, checkpoint = open_run(config, command, None if group is None else group.size)
     except RunFolderError:
@@ -124,7 +132,7 @@ def lead(
                 f"{run.path}/config.json asks for {run.config.workers} workers; this "
                 f"machine starts at most {MAX_LOCAL_WORKERS} (four per logical CPU)"
             )
-        team = launch(run.config.workers)
+        team = launch(run.config.workers, rendezvous)
     team.share(run.worker_files(checkpoint is not None) if team.together else None)
     return run, checkpoint, team
 
