@@ -19,11 +19,12 @@ from tqdm import tqdm
 from buttonup_env.players.selfplay import SNAPSHOT_GLOB
 from training.checkpoints import Checkpoints, Progress
 from training.config import RunConfig, learning_rates
-from training.distributed import Team, digest
+from training.distributed import Team, WorkerLost, digest
 from training.factories import refresh_pools, write_snapshot
 from training.periodic import evaluate_learner
-from training.resume import take_resume_point
+from training.resume import ResumePoint, take_resume_point
 from training.runfolder import EvalRow, RunFolder
+from training.typed_json import from_json, to_json
 
 # --- the budget ----------------------------------------------------------------------------
 
@@ -103,16 +104,24 @@ def save_latest(model: MaskablePPO, run: RunFolder, progress: Progress, team: Te
     step: worker 0 gathers their resume points into ``progress.resume_others`` (each worker's
     ``progress.resume`` is its own) and the digests of their weights, which must be its own,
     and writes it."""
-    gathered = team.gather((progress.resume, digest(model.policy) if team.together else ""))
+    mine = to_json(progress.resume) if team.together and progress.resume is not None else None
+    gathered = team.gather([mine, digest(model.policy) if team.together else ""])
     if gathered is None:
         return
-    points, digests = zip(*gathered, strict=True)
+    if not all(isinstance(g, list) and len(g) == 2 and isinstance(g[1], str) for g in gathered):
+        raise WorkerLost("a worker sent what is not a resume point and a digest")
+    digests = [g[1] for g in gathered]
     if len(set(digests)) > 1:
         raise RuntimeError(
             "the workers' weights differ (their SHA-256 digests: "
             f"{', '.join(d[:12] for d in digests)}); every update should keep them equal"
         )
-    progress.resume_others = tuple(points[1:]) if points[0] is not None else ()
+    progress.resume_others = ()
+    if progress.resume is not None:  # the others' as JSON, read back as this reads a file
+        progress.resume_others = tuple(
+            from_json(ResumePoint, g[0], f"worker {rank}'s resume point")
+            for rank, g in enumerate(gathered[1:], start=1)
+        )
     Checkpoints(run).save(model, progress)
 
 

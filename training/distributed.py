@@ -18,7 +18,7 @@ minibatches. Before every optimizer step the gradients are averaged over the wor
 gradient norm is clipped on the averages. Every worker runs the same steps, minibatches and
 epochs, and meets the others at the same points: each rollout's start
 (:meth:`WorkerGroup.agree`: worker 0's clock, and whether any worker was asked to stop), each
-snapshot (:meth:`WorkerGroup.share`) and each checkpoint (:meth:`WorkerGroup.gather`: every
+snapshot (:meth:`Team.share_file`) and each checkpoint (:meth:`WorkerGroup.gather`: every
 worker's resume point, which worker 0 writes). training/trainer.py says what happens there.
 
 ``train.py --workers N`` makes this process worker 0 and starts workers 1 to N-1 as its
@@ -32,6 +32,12 @@ Workers on one machine average their gradients through shared memory
 there 16 times a rollout, and on a 2-core virtual
 machine a backward pass with gloo's exchange took 3.3 times as long
 (benchmarks/bench_exchange.py), and a 2-worker run went 1.3 times as fast.
+
+What travels between workers is tensors, JSON (:meth:`WorkerGroup.share`,
+:meth:`WorkerGroup.gather`) and files' bytes (:meth:`Team.share_files`), never a pickle:
+a peer's bytes are read as JSON and checked, so nothing another process sends can run code
+here. The workers meet as :mod:`training.rendezvous` says: for ``--workers N`` on loopback
+only, each proving with the run's secret that this run started it before anything is shared.
 
 A worker that dies makes the next collective of the others fail: at once when its connections
 close (gloo sees them close) or its process is gone (the shared-memory exchange looks), after
@@ -59,6 +65,8 @@ import torch as th
 import torch.distributed as dist
 from torch import nn
 
+from training.messages import WorkerLost, checked_length, decode, encode, file_sizes
+from training.rendezvous import proof, proven
 from training.shared_memory import SharedGradients
 
 COLLECTIVE_TIMEOUT = timedelta(minutes=10)
@@ -101,9 +109,9 @@ def auto_workers() -> int:
     return min(physical_cores(), MAX_AUTO_WORKERS)
 
 
-class WorkerLost(RuntimeError):
-    """Another worker of the run is gone (died, killed, or silent for
-    :data:`COLLECTIVE_TIMEOUT`); the message is one sentence."""
+class Stranger(WorkerLost):
+    """A process that did not know the run's secret joined the rendezvous: the run stops
+    before it shares anything."""
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -165,7 +173,7 @@ class Team(abc.ABC):
         (into its own mirror of the run folder)."""
         if self.leader:
             write(path)
-        data = self.share(path.read_bytes() if self.leader and self.together else None)
+        data = self.share_bytes(path.read_bytes() if self.leader and self.together else None)
         if not self.leader:
             path.write_bytes(data)
 
@@ -173,11 +181,33 @@ class Team(abc.ABC):
 
     @abc.abstractmethod
     def share(self, value: Any = None) -> Any:
-        """Worker 0's ``value``, on every worker."""
+        """Worker 0's ``value`` (JSON: None, booleans, numbers, text, lists, dicts), on every
+        worker."""
+
+    @abc.abstractmethod
+    def share_bytes(self, data: bytes | None = None) -> bytes:
+        """Worker 0's ``data``, on every worker."""
+
+    def share_files(self, files: dict[str, bytes] | None = None) -> dict[str, bytes] | None:
+        """Worker 0's ``files`` (their bytes by relative path), on every worker; None when
+        worker 0 gives None (it refused the run)."""
+        header = self.share(None if files is None else [[n, len(d)] for n, d in files.items()])
+        if header is None:
+            return None
+        sizes = file_sizes(header)
+        data = self.share_bytes(b"".join(files.values()) if files is not None else None)
+        if sum(sizes.values()) != len(data):
+            raise WorkerLost(f"worker 0 sent {len(data):,} bytes of files said to hold more")
+        shared, start = {}, 0
+        for name, size in sizes.items():
+            shared[name], start = data[start : start + size], start + size
+        return shared
 
     @abc.abstractmethod
     def gather(self, value: Any) -> list[Any] | None:
-        """Every worker's ``value`` in rank order, on worker 0 (None on the others)."""
+        """Every worker's ``value`` (JSON, or an exception: on worker 0 a
+        :class:`~training.messages.WorkerFailed` saying it) in rank order, on worker 0 (None
+        on the others)."""
 
     @abc.abstractmethod
     def agree(self, seconds: float, stop: bool) -> tuple[float, bool]:
@@ -212,6 +242,9 @@ class Solo(Team):
 
     def share(self, value: Any = None) -> Any:
         return value
+
+    def share_bytes(self, data: bytes | None = None) -> bytes:
+        return data or b""
 
     def gather(self, value: Any) -> list[Any] | None:
         return [value]
@@ -252,18 +285,69 @@ class WorkerGroup(Team):
         return _lost_on_failure(self, what)
 
     def share(self, value: Any = None) -> Any:
-        """Worker 0's ``value`` (any picklable object), on every worker."""
-        box = [value]
+        """Worker 0's ``value`` (JSON), on every worker: its text sent as bytes, read back
+        as JSON (never unpickled)."""
+        data = self.share_bytes(encode(value) if self.leader else None)
+        return value if self.leader else decode(data, 0)
+
+    def share_bytes(self, data: bytes | None = None) -> bytes:
+        """Worker 0's ``data``, on every worker: its length, then its bytes, as tensors."""
         with self._collective("sharing worker 0's data"):
-            dist.broadcast_object_list(box, src=0)
-        return box[0]
+            length = th.tensor([len(data or b"") if self.leader else 0], dtype=th.int64)
+            dist.broadcast(length, src=0)
+            size = checked_length(int(length[0]), 0)
+            if size == 0:
+                return b""
+            if self.leader:
+                buffer = th.frombuffer(bytearray(data or b""), dtype=th.uint8)
+            else:
+                buffer = th.empty(size, dtype=th.uint8)
+            dist.broadcast(buffer, src=0)
+        return data or b"" if self.leader else buffer.numpy().tobytes()
 
     def gather(self, value: Any) -> list[Any] | None:
-        """Every worker's ``value`` in rank order, on worker 0 (None on the others)."""
-        values: list[Any] | None = [None] * self.size if self.leader else None
+        """Every worker's ``value`` (JSON, or an exception) in rank order, on worker 0 (None
+        on the others): each one's length, then its bytes padded to the longest, as tensors;
+        worker 0 reads each as JSON (never unpickled)."""
+        data = encode(value)
         with self._collective("gathering the workers' states"):
-            dist.gather_object(value, values, dst=0)
-        return values
+            lengths = [th.zeros(1, dtype=th.int64) for _ in range(self.size)]
+            dist.all_gather(lengths, th.tensor([len(data)], dtype=th.int64))
+            sizes = [checked_length(int(n[0]), rank) for rank, n in enumerate(lengths)]
+            mine = th.zeros(max(sizes), dtype=th.uint8)
+            mine[: len(data)] = th.frombuffer(bytearray(data), dtype=th.uint8)
+            every = [th.empty_like(mine) for _ in range(self.size)] if self.leader else None
+            dist.gather(mine, every, dst=0)
+        if every is None:
+            return None
+        return [
+            decode(t[:n].numpy().tobytes(), rank)
+            for rank, (t, n) in enumerate(zip(every, sizes, strict=True))
+        ]
+
+    def check_secret(self, secret: str, timeout: timedelta) -> None:
+        """Raise :class:`Stranger` unless every worker proves within ``timeout`` that it
+        knows the run's ``secret`` (:func:`~training.rendezvous.proof`, gathered as tensors):
+        called once the workers have met, before anything else passes between them."""
+        mine = th.frombuffer(bytearray(proof(secret, self.rank, self.size)), dtype=th.uint8)
+        every = [th.empty_like(mine) for _ in range(self.size)]
+        try:
+            work = dist.all_gather(every, mine, async_op=True)
+            if work is not None:
+                work.wait(timeout)
+        except (RuntimeError, OSError) as error:
+            raise Stranger(
+                f"a worker did not show within {timeout.total_seconds():g} s that it knows "
+                f"the run's secret, so this run may not have started it "
+                f"({' '.join(str(error).split())[:120]}); the run stopped before sharing anything"
+            ) from None
+        for rank, shown in enumerate(every):
+            if rank != self.rank and not proven(secret, rank, self.size, shown.numpy().tobytes()):
+                raise Stranger(
+                    f"the process that joined the run as worker {rank} does not know the run's "
+                    "secret, so this run did not start it; the run stopped before sharing "
+                    "anything with it"
+                )
 
     def agree(self, seconds: float, stop: bool) -> tuple[float, bool]:
         """Worker 0's ``seconds`` (its training time), and whether any worker's ``stop`` is

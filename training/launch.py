@@ -4,7 +4,9 @@ worker 0 and starts the others as its children (:func:`launch`); a worker that t
 
 Both wait for the others at most the rendezvous timeout (``train.py --rendezvous-timeout``,
 :data:`~training.rendezvous.RENDEZVOUS_TIMEOUT` by default), and a worker whose variables cannot
-work says so at once (:func:`~training.rendezvous.read_environment`).
+work says so at once (:func:`~training.rendezvous.read_environment`). The workers that
+:func:`launch` starts meet on loopback only and prove with the run's secret that it started
+them, before anything is shared (:mod:`training.rendezvous`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,16 @@ import torch.distributed as dist
 
 from training.distributed import COLLECTIVE_TIMEOUT, WorkerGroup, WorkerLost, backend
 from training.rendezvous import (
+    GLOO_INTERFACE,
     RENDEZVOUS_TIMEOUT,
+    SECRET,
+    RendezvousError,
     WorkerEnvironment,
+    gloo_on_loopback,
+    loopback_interface,
+    loopback_store,
     native_log_held,
+    new_secret,
     read_environment,
     wait_reachable,
 )
@@ -45,10 +54,13 @@ def launch(
     """Make this process worker 0 of ``size`` workers on this machine: start workers 1 to
     ``size`` - 1 as its children (``command``, by default ``python -m training.train``, told
     their rank by the environment as torchrun tells it; they die with this process), and join
-    them, waiting at most ``timeout`` for them."""
-    store = dist.TCPStore(
-        "127.0.0.1", 0, size, is_master=True, timeout=timeout, wait_for_workers=False
-    )
+    them, waiting at most ``timeout`` for them.
+
+    The store and the gloo sockets listen on loopback only, and each child is given the
+    run's secret in its environment (which other users cannot read); every worker proves it
+    before anything is shared (:class:`~training.distributed.Stranger` otherwise)."""
+    store = loopback_store(size, timeout)
+    secret = new_secret()
     paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     common = {
         **os.environ,
@@ -57,6 +69,8 @@ def launch(
         "WORLD_SIZE": str(size),
         "LOCAL_WORLD_SIZE": str(size),
         "PYTHONPATH": os.pathsep.join(paths),
+        GLOO_INTERFACE: loopback_interface(),
+        SECRET: secret,
         LAUNCHED: "1",
     }
     seconds = f"{timeout.total_seconds():g}"
@@ -71,10 +85,11 @@ def launch(
     ]
     group = WorkerGroup(0, size, children, launched=True)
     try:
-        with native_log_held():
+        with gloo_on_loopback(), native_log_held():
             dist.init_process_group(
                 backend(), store=store, rank=0, world_size=size, timeout=COLLECTIVE_TIMEOUT
             )
+        group.check_secret(secret, timeout)
     except BaseException as error:
         for child in children:
             child.kill()
@@ -92,13 +107,17 @@ def from_environment(timeout: timedelta = RENDEZVOUS_TIMEOUT) -> WorkerGroup | N
 
     Raises :class:`~training.rendezvous.RendezvousError` at once for variables that cannot
     work, and :class:`~training.distributed.WorkerLost` when the others cannot be met within
-    ``timeout``."""
+    ``timeout`` or a worker does not know the run's secret (when it has one: always for the
+    workers :func:`launch` starts)."""
     found = read_environment(os.environ)
+    os.environ.pop(SECRET, None)  # for this process alone, not for what it may start
     if found is None or found.size == 1:
         return None
     launched = os.environ.get(LAUNCHED) == "1"
     if launched:
         die_with_parent()
+        if found.secret is None:
+            raise RendezvousError(f"{LAUNCHED} is set but {SECRET} is not: no run started this")
     group = WorkerGroup(found.rank, found.size, launched=launched)
     try:
         with native_log_held():
@@ -116,13 +135,15 @@ def from_environment(timeout: timedelta = RENDEZVOUS_TIMEOUT) -> WorkerGroup | N
             f"worker {found.rank} could not meet the other workers at {where} within "
             f"{timeout.total_seconds():g} s (--rendezvous-timeout; {text})"
         ) from None
+    if found.secret is not None:
+        group.check_secret(found.secret, timeout)
     return group
 
 
 def _store(found: WorkerEnvironment, launched: bool, timeout: timedelta) -> dist.Store:
-    """The store the workers meet in: worker 0's for a worker :func:`launch` started; else
-    torchrun's (``env://``: worker 0 makes it, or torchrun's agent holds it), under the key
-    prefix ``init_process_group`` gives it."""
+    """The store the workers meet in: worker 0's on loopback for a worker :func:`launch`
+    started; else torchrun's (``env://``: worker 0 makes it, or torchrun's agent holds it),
+    under the key prefix ``init_process_group`` gives it."""
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     if launched or found.rank != 0 or agent:  # a client: the store must answer in time
         timeout = wait_reachable(found.address, found.port, timeout)

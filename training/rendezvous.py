@@ -1,5 +1,6 @@
-"""How a run's workers find each other: the torchrun variables read and checked, and the
-rendezvous bounded in time.
+"""How a run's workers find each other, and who may: the torchrun variables read and checked,
+the rendezvous bounded in time, and for ``train.py --workers N`` a rendezvous on loopback that
+only the workers this run started can join.
 
 **The variables.** ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
 ``MASTER_ADDR`` and ``MASTER_PORT`` (set by torchrun, or by :func:`training.launch.launch` for
@@ -10,13 +11,24 @@ never a wait for workers that cannot come.
 **The time.** Joining the others ends within :data:`RENDEZVOUS_TIMEOUT` (``train.py
 --rendezvous-timeout``): an address where nothing listens, or a worker that never comes, is one
 sentence after it, not a C++ trace after ten minutes.
+
+**Who.** ``train.py --workers N`` starts its workers itself, all on this machine: its store
+listens on 127.0.0.1 only (:func:`loopback_store`, not on every interface), the gloo sockets
+too (:func:`gloo_on_loopback`), and the workers prove that this run started them with a
+secret of the run (:func:`new_secret`, given to each in its environment, which other users
+cannot read), checked (:func:`proof`) before the run shares anything. A process of another
+user can still reach a port on loopback; it cannot pass that check, and nothing it sends is
+ever unpickled (:mod:`training.distributed` sends tensors and JSON only).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
 import re
+import secrets
 import socket
 import sys
 import tempfile
@@ -24,6 +36,10 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch.distributed as dist
 
 RENDEZVOUS_TIMEOUT = timedelta(minutes=2)
 """How long a worker waits by default for the others to join the run (``train.py
@@ -33,11 +49,17 @@ on a loaded machine), far shorter than torch's own ten minutes."""
 MAX_RENDEZVOUS_SECONDS = 24 * 3600
 """The longest ``--rendezvous-timeout``: a day."""
 
+SECRET = "BUTTONUP_ENV_WORKER_SECRET"
+"""The environment variable that gives a worker the run's secret (32 to 256 printable ASCII
+characters, no spaces): :func:`training.launch.launch` sets it for the workers it starts;
+under torchrun you may set it, the same on every machine, and the workers check it too."""
+
 MAX_WORKERS = 2**20
 """The most workers ``WORLD_SIZE`` may give (the bound of a run's ``workers``)."""
 
 _WHOLE = re.compile(r"[0-9]+")
 _HOST = re.compile(r"[A-Za-z0-9._:\[\]%-]{1,253}")
+_SECRET = re.compile(r"[!-~]{32,256}")
 
 
 class RendezvousError(ValueError):
@@ -55,6 +77,8 @@ class WorkerEnvironment:
     """``MASTER_ADDR``: where the rendezvous is."""
     port: int
     """``MASTER_PORT``."""
+    secret: str | None = None
+    """The run's secret, when the worker was given one (:data:`SECRET`)."""
 
 
 def _whole(environ: Mapping[str, str], name: str, low: int, high: int, what: str) -> int:
@@ -86,8 +110,14 @@ def read_environment(environ: Mapping[str, str]) -> WorkerEnvironment | None:
         local_size = _whole(environ, "LOCAL_WORLD_SIZE", 1, size, "the workers on this machine")
     if "LOCAL_RANK" in environ:
         _whole(environ, "LOCAL_RANK", 0, local_size - 1, "this worker's rank on this machine")
+    secret = environ.get(SECRET)
+    if secret is not None and not _SECRET.fullmatch(secret):
+        raise RendezvousError(
+            f"{SECRET} must be 32 to 256 printable ASCII characters without spaces, the same "
+            f"for every worker (openssl rand -hex 32 makes one), got {len(secret)} characters"
+        )
     if size == 1:
-        return WorkerEnvironment(rank, size, "", 0)
+        return WorkerEnvironment(rank, size, "", 0, secret)
     for name in ("MASTER_ADDR", "MASTER_PORT"):
         if name not in environ:
             raise RendezvousError(
@@ -100,7 +130,7 @@ def read_environment(environ: Mapping[str, str]) -> WorkerEnvironment | None:
             f"MASTER_ADDR is {address[:40]!r}; it must be a host name or an IP address"
         )
     port = _whole(environ, "MASTER_PORT", 1, 65535, "a TCP port")
-    return WorkerEnvironment(rank, size, address, port)
+    return WorkerEnvironment(rank, size, address, port, secret)
 
 
 def check_timeout(seconds: float) -> timedelta:
@@ -112,6 +142,60 @@ def check_timeout(seconds: float) -> timedelta:
             f"got {seconds:g}"
         )
     return timedelta(seconds=seconds)
+
+
+def loopback_store(size: int, timeout: timedelta) -> dist.TCPStore:
+    """Worker 0's ``TCPStore`` for ``size`` workers on this machine, listening on 127.0.0.1
+    only, at a free port (its ``port``). torch's store listens on every interface when it
+    makes its socket itself, so it is handed one made here."""
+    import torch.distributed as dist
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(max(64, size))
+        port = listener.getsockname()[1]
+    except BaseException:
+        listener.close()
+        raise
+    return dist.TCPStore(
+        "127.0.0.1",
+        port,
+        size,
+        is_master=True,
+        timeout=timeout,
+        wait_for_workers=False,
+        master_listen_fd=listener.detach(),  # the store owns the socket from here
+    )
+
+
+def loopback_interface() -> str:
+    """The name of this machine's loopback interface (``lo`` on Linux, ``lo0`` on macOS)."""
+    with contextlib.suppress(OSError, AttributeError):
+        for _, name in socket.if_nameindex():
+            if name in ("lo", "lo0"):
+                return name
+    return "lo"
+
+
+GLOO_INTERFACE = "GLOO_SOCKET_IFNAME"
+"""The variable that tells gloo on which interface to listen (else where the host name
+resolves, which may be every machine's network)."""
+
+
+@contextlib.contextmanager
+def gloo_on_loopback() -> Iterator[None]:
+    """Within it, a gloo process group made in this process listens on loopback only (the
+    variable gloo reads, set and then put back)."""
+    before = os.environ.get(GLOO_INTERFACE)
+    os.environ[GLOO_INTERFACE] = loopback_interface()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(GLOO_INTERFACE, None)
+        else:
+            os.environ[GLOO_INTERFACE] = before
 
 
 def wait_reachable(address: str, port: int, timeout: timedelta) -> timedelta:
@@ -157,3 +241,20 @@ def native_log_held() -> Iterator[None]:
                 held.seek(0)
                 with contextlib.suppress(OSError):
                     os.write(2, held.read()[-(1 << 16) :])
+
+
+def new_secret() -> str:
+    """A run's secret: 256 random bits, in hex."""
+    return secrets.token_hex(32)
+
+
+def proof(secret: str, rank: int, size: int) -> bytes:
+    """What worker ``rank`` of ``size`` sends to show that it knows the run's ``secret``
+    (an HMAC-SHA256 of its place, which tells nothing of the secret)."""
+    message = f"buttonup-env worker {rank} of {size}".encode()
+    return hmac.new(secret.encode("ascii"), message, hashlib.sha256).digest()
+
+
+def proven(secret: str, rank: int, size: int, shown: bytes) -> bool:
+    """Whether ``shown`` is worker ``rank``'s :func:`proof` of ``secret``."""
+    return hmac.compare_digest(proof(secret, rank, size), shown)

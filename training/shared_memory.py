@@ -112,8 +112,9 @@ class SharedGradients:
                     file.write(token)
         memory = None
         try:  # the file goes however this ends (a worker lost in the collectives, say)
-            path, token = group.share((made, token))
-            if path is not None:
+            path, shown = group.share([made, token.decode()])  # JSON: text, not bytes
+            token = str(shown).encode()
+            if isinstance(path, str):
                 with contextlib.suppress(OSError, ValueError), open(path, "r+b") as file:
                     candidate = mmap.mmap(file.fileno(), length)
                     if candidate[counters : counters + len(token)] == token:

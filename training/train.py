@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
             run = resolve_command_line(config, group)
         except ValueError as error:
             if group is not None:
-                group.share(None)  # the other workers stop too
+                group.share_files(None)  # the other workers stop too
                 group.close()
             fail(str(error))
     try:

@@ -93,7 +93,7 @@ def train(
             raise ValueError("worker 0 trains the run it is given: config is None")
         run, checkpoint, team = lead(config, command, group, rendezvous)
     else:
-        files = group.share()
+        files = group.share_files()
         if files is None:  # worker 0 refused the run, and said why
             group.close()
             raise RunStopped(2)
@@ -123,7 +123,7 @@ def lead(
         run, checkpoint = open_run(config, command, None if group is None else group.size)
     except RunFolderError:
         if group is not None:
-            group.share(None)  # the other workers stop too
+            group.share_files(None)  # the other workers stop too
         raise
     team: Team = group or Solo()
     if group is None and run.config.workers > 1:
@@ -133,7 +133,8 @@ def lead(
                 f"machine starts at most {MAX_LOCAL_WORKERS} (four per logical CPU)"
             )
         team = launch(run.config.workers, rendezvous)
-    team.share(run.worker_files(checkpoint is not None) if team.together else None)
+    if team.together:
+        team.share_files(run.worker_files(checkpoint is not None))
     return run, checkpoint, team
 
 
