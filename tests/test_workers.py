@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from test_training import (
 
 from buttonup_env.players.league import DEFAULT_LADDER, rate_against_ladder
 from buttonup_env.players.policy import OnnxPolicy
-from training import shared_memory, tune
+from training import scratch, shared_memory, tune
 from training.config import TrainConfig, learning_rates, resolve
 from training.distributed import (
     MAX_AUTO_WORKERS,
@@ -329,6 +330,53 @@ def test_a_gone_or_silent_worker_ends_a_shared_gradient_exchange(
         exchange.exchange(th.zeros(10))
 
 
+# --- scratch copies -------------------------------------------------------------------------
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", ""])
+    process.wait()
+    return process.pid
+
+
+def test_the_sweep_removes_the_stale_copies_of_this_user_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """A worker killed with ``kill -9`` left its copy (the run's config, snapshots, its
+    checkpoint) behind for good before."""
+    namespace = scratch._namespace()
+    gone, alive = dead_pid(), os.getppid()
+
+    def folder(name: str) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        (path / "config.json").write_text("{}")
+        return path
+
+    stale = folder(f"buttonup-worker1-{namespace}-{gone}-abc123")
+    kept = [
+        folder(f"buttonup-worker1-{namespace}-{alive}-abc123"),  # its worker is alive
+        folder(f"buttonup-worker1-{namespace + 1}-{gone}-abc123"),  # another namespace's
+        folder(f"buttonup-worker1-{gone}-abc123"),  # not a name this version gives
+        folder(f"other-{namespace}-{gone}-abc123"),
+    ]
+    victim = folder("victim")
+    link = tmp_path / f"buttonup-worker2-{namespace}-{gone}-abc123"
+    link.symlink_to(victim)  # a link of that name is never followed
+    if os.geteuid() == 0:  # another user's folder of that name is never touched
+        theirs = folder(f"buttonup-worker3-{namespace}-{gone}-abc123")
+        os.chown(theirs, 65534, 65534)
+        kept.append(theirs)
+    assert scratch.sweep(tmp_path) == [stale]
+    assert not stale.exists()
+    assert all(path.is_dir() for path in kept) and (victim / "config.json").exists()
+    assert link.is_symlink()
+    made = scratch.make(1, tmp_path)
+    assert made.name.startswith(f"buttonup-worker1-{namespace}-{os.getpid()}-")
+    assert made.stat().st_mode & 0o777 == 0o700  # no one else reads the run's files there
+    assert scratch.sweep(tmp_path) == [] and made.exists()  # its process is alive
+
+
 # --- whole runs -------------------------------------------------------------------------------
 
 
@@ -389,15 +437,20 @@ def test_the_learning_rates_grow_with_the_square_root_of_the_workers() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "kill-9"])
-def test_two_workers_resume_bit_for_bit(how: str, tmp_path: Path) -> None:
+def test_two_workers_resume_bit_for_bit(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     args = [*TWO, "--total-steps", "2048", "--snapshot-every", "256", "--eval-every", "256",
             "--checkpoint-every", "256"]  # fmt: skip
     whole = trained(tmp_path, "whole", *args)
     stopped = tmp_path / "stopped"
+    scratch = tmp_path / "tmp"  # where the workers keep their copies of the run
+    scratch.mkdir()
     if how == "ctrl-c":
         steps = interrupt_training(stopped, "--workers", "2")
     else:
-        process = start(*args, "--runs-dir", tmp_path, "--run-name", "stopped")
+        process = start(*args, "--runs-dir", tmp_path, "--run-name", "stopped",
+                        env={"TMPDIR": str(scratch)})  # fmt: skip
         latest = stopped / "checkpoints" / "latest.json"
         wait_for(latest, process)
         while json.loads(latest.read_text())["steps"] < 768:  # then a rollout from the next
@@ -406,9 +459,13 @@ def test_two_workers_resume_bit_for_bit(how: str, tmp_path: Path) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # worker 0 and its children at once
         finish(process)
         steps = json.loads((stopped / "checkpoints" / "latest.json").read_text())["steps"]
+        assert len(list(scratch.glob("buttonup-worker1-*"))) == 1  # no one could remove it
     assert steps % 128 == 0 and 0 < steps < 2048
+    monkeypatch.setenv("TMPDIR", str(scratch))  # worker 0 of the resumed run is this process
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     resumed = run(TRAIN, "--resume", stopped)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert not list(scratch.glob("buttonup-worker*"))  # the killed copy swept, the new removed
     assert f"resuming {stopped} at step {steps:,} of 2,048" in resumed.stdout
     expected, got = run_outputs(whole), run_outputs(stopped)
     assert got.keys() == expected.keys()
@@ -419,11 +476,16 @@ def test_two_workers_resume_bit_for_bit(how: str, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_killed_worker_ends_the_run_with_a_checkpoint(tmp_path: Path) -> None:
     args = [*TWO, "--total-steps", "100000", "--checkpoint-every", "256"]
-    process = start(*args, "--runs-dir", tmp_path, "--run-name", "lost")
+    scratch = tmp_path / "tmp"  # where the workers keep their copies of the run
+    scratch.mkdir()
+    process = start(*args, "--runs-dir", tmp_path, "--run-name", "lost",
+                    env={"TMPDIR": str(scratch)})  # fmt: skip
     wait_for(tmp_path / "lost" / "checkpoints" / "latest.json", process)
     (worker,) = children(process.pid)
+    assert len(list(scratch.glob("buttonup-worker1-*"))) == 1
     os.kill(worker, signal.SIGKILL)
     _, err = finish(process, timeout=120)
+    assert not list(scratch.glob("buttonup-worker*"))  # worker 0 removed the killed one's copy
     assert process.returncode == 1, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err

@@ -13,7 +13,6 @@ the exit status ``train.py`` gives it.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +22,7 @@ import torch as th
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import CallbackList
 
+from training import scratch as scratch_copies
 from training.callbacks import (
     Agree,
     Clock,
@@ -86,7 +86,13 @@ def train(
     folder and sends the others what they read of it; they ignore ``config`` (None). A worker gone
     mid-run raises ``WorkerLost`` on the others, once worker 0 has saved a checkpoint. Worker 0
     waits at most ``rendezvous`` for the workers it starts.
+
+    The other workers keep their copy of the folder in a scratch folder of their own
+    (:mod:`training.scratch`), removed when they end; worker 0 removes those of workers
+    killed before they could, once its workers have ended, and every run those that earlier
+    runs' killed workers left.
     """
+    scratch_copies.sweep()
     scratch = None
     if group is None or group.leader:
         if config is None:
@@ -97,7 +103,7 @@ def train(
         if files is None:  # worker 0 refused the run, and said why
             group.close()
             raise RunStopped(2)
-        scratch = Path(tempfile.mkdtemp(prefix=f"buttonup-worker{group.rank}-"))
+        scratch = scratch_copies.make(group.rank)
         run = RunFolder.mirror(files, scratch)
         has_latest = "checkpoints/latest.json" in files
         checkpoint = Checkpoints(run).read("latest") if has_latest else None
@@ -108,6 +114,8 @@ def train(
         team.close()
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+        elif team.together:  # worker 0: its workers have ended, killed ones too
+            scratch_copies.sweep()
 
 
 def lead(
