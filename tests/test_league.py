@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -493,6 +494,50 @@ def test_one_run_folder_is_a_league_of_its_snapshots(
     (run / "snapshots" / "step_000000250.onnx").unlink()
     assert cli.main(["--players", str(run), "--no-progress"]) == 2
     assert "at least two players" in capsys.readouterr().err
+
+
+def test_a_run_folder_past_the_bound_or_with_links_is_refused_before_a_policy_loads(
+    cli: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Before: the 1,000-player bound was checked before a run folder gave its snapshots
+    (1,500 of them held the league at 1.28 GB, still loading after 60 s), and links in the
+    folder were followed. The snapshots here are empty files: loading any would fail."""
+    big = tmp_path / "big"
+    (big / "snapshots").mkdir(parents=True)
+    for steps in range(1500):
+        (big / "snapshots" / f"step_{steps:09d}.onnx").touch()
+    start = time.monotonic()
+    assert cli.main(["--players", str(big), "random", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --players gives 1,501 players, its run folders' snapshots counted; a league "
+        "has at most 1,000\n"
+    )
+    assert time.monotonic() - start < 5
+    linked = tmp_path / "linked"
+    (linked / "snapshots").mkdir(parents=True)
+    policy = shipped_policy_path("buttonup-ppo")
+    shutil.copy(policy, linked / "snapshots" / "step_000000000.onnx")
+    (linked / "snapshots" / "step_000000250.onnx").symlink_to(policy)
+    away = tmp_path / "away"
+    away.mkdir()
+    shutil.copy(policy, away / "step_000000500.onnx")
+    (tmp_path / "dir-linked").mkdir()
+    (tmp_path / "dir-linked" / "snapshots").symlink_to(away)
+    for run, link in [
+        (linked, linked / "snapshots" / "step_000000250.onnx"),
+        (tmp_path / "dir-linked", tmp_path / "dir-linked" / "snapshots"),
+    ]:
+        assert cli.main(["--players", str(run), "random", "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"error: {link} is a symbolic link; a safe folder holds none (a link could lead a "
+            "read or a write outside the folder)\n"
+        ), err
+    (linked / "snapshots" / "step_000000250.onnx").unlink()
+    (tmp_path / "named").symlink_to(linked)  # the folder named may be a link
+    assert player_specs([str(tmp_path / "named")]) == [
+        ("named/step_000000000", str(tmp_path / "named" / "snapshots" / "step_000000000.onnx"))
+    ]
 
 
 def test_a_malformed_flag_exits_with_status_2(cli: ModuleType) -> None:

@@ -296,6 +296,16 @@ def make_space(text: str) -> Callable[[Path], list[str]]:
     return args
 
 
+def space_file(make: Callable[[Path], object]) -> Callable[[Path], list[str]]:
+    """A space file that ``make`` makes at the path it is given (a pipe, a large file)."""
+
+    def args(tmp_path: Path) -> list[str]:
+        make(tmp_path / "space.toml")
+        return ["--trials", "2", "--space", str(tmp_path / "space.toml")]
+
+    return args
+
+
 def with_storage(url: str) -> Callable[[Path], list[str]]:
     return lambda tmp_path: [*make_space(TINY_SPACE)(tmp_path), "--storage", url]
 
@@ -318,6 +328,33 @@ BAD_TUNE_ARGS = {
     "unknown parameter": (make_space("[learning_rat]\nlow = 1\nhigh = 2\n"), "'learning_rat'"),
     "unknown key": (make_space("[gamma]\nlow = 0.9\nhigh = 1\nlg = true\n"), "unknown key 'lg'"),
     "space not TOML": (make_space("[[[\n"), "cannot read it as TOML"),
+    # a file that is not a regular one, too large or too deep: before, /dev/zero read until
+    # memory ran out, a pipe blocked for ever, the last three gave a traceback
+    "space a device": (
+        lambda _: ["--trials", "2", "--space", "/dev/zero"],
+        "--space /dev/zero: cannot read it (not a regular file",
+    ),
+    "space a pipe": (space_file(os.mkfifo), "space.toml: cannot read it (not a regular file"),
+    "space too large": (
+        space_file(lambda path: path.write_bytes(b"#" * (2 << 20))),
+        "space.toml: cannot read it (larger than 1,048,576 bytes)",
+    ),
+    "space nested deeply": (
+        make_space("x = " + "[" * 100_000 + "]" * 100_000 + "\n"),
+        "cannot read it as TOML (it is nested too deeply)",
+    ),
+    "space with a 5,000-digit integer": (
+        make_space("[n_epochs]\nlow = 1\nhigh = " + "9" * 5000 + "\n"),
+        "cannot read it as TOML (a number of more than 4,300 digits)",
+    ),
+    "space of dotted keys 3,000 deep": (
+        make_space(".".join(["opponents"] * 3000) + " = 1\n"),
+        "unknown parameter 'opponents.opponents'",
+    ),
+    "space not UTF-8": (
+        space_file(lambda path: path.write_bytes(b"\xff\xfe")),
+        "cannot read it as TOML (it is not UTF-8 text)",
+    ),
     "bound refused by train.py": (
         make_space("[gamma]\nchoices = [0.99, 1.5]\n"),
         "gamma = 1.5 is refused by train.py: --gamma must be in (0, 1], got 1.5",

@@ -127,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check(args)
         named = player_specs(args.players)
+        if len(named) > MAX_PLAYERS:  # a run folder gives all its snapshots
+            raise ValueError(
+                f"--players gives {len(named):,} players, its run folders' snapshots counted; "
+                f"a league has at most {MAX_PLAYERS:,}"
+            )
         files = [("--players", spec) for name, spec in named if Path(spec).exists()]
         check_outputs([("--json", args.json), ("--plot", args.plot)], files, args.force)
         names = [name for name, _ in named]

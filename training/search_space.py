@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from buttonup_env.game.files import read_regular_file, reason
 from buttonup_env.players.selfplay import OpponentMix
 from buttonup_env.ui.cli import fail
 from training.config import TrainConfig, parse_config, resolve
@@ -29,6 +30,9 @@ SET_BY_TUNE = ("preset", "seed", "total_steps", "run_name", "runs_dir", "resume"
 
 SPEC_KEYS = {"low", "high", "log", "step", "choices"}
 
+MAX_SPACE_BYTES = 1 << 20
+"""The largest space file: a MiB (the default space is about a kB)."""
+
 
 def tunable_defaults() -> dict[str, Any]:
     """The settings a space may sample, with train.py's default value of each (JSON types):
@@ -44,28 +48,51 @@ def tunable_defaults() -> dict[str, Any]:
     return settings
 
 
+def read_space_file(path: Path) -> dict[str, Any]:
+    """The TOML of the space file ``path``: a regular file (the one a link named by the user
+    leads to) of at most :data:`MAX_SPACE_BYTES`, read as the package reads files it did not
+    make. Anything else ends the script with one error line: a device such as ``/dev/zero``
+    (endless) or a pipe (which waits for a writer), a longer file, text nested too deeply or
+    an integer of more digits than Python reads."""
+    try:
+        text = read_regular_file(path.resolve(), MAX_SPACE_BYTES).decode("utf-8")
+        return tomllib.loads(text)
+    except OSError as error:
+        fail(f"--space {path}: cannot read it ({reason(error)})")
+    except UnicodeDecodeError:
+        fail(f"--space {path}: cannot read it as TOML (it is not UTF-8 text)")
+    except tomllib.TOMLDecodeError as error:
+        fail(f"--space {path}: cannot read it as TOML ({error})")
+    except ValueError:  # int() of more digits than Python reads
+        fail(f"--space {path}: cannot read it as TOML (a number of more than 4,300 digits)")
+    except RecursionError:
+        fail(f"--space {path}: cannot read it as TOML (it is nested too deeply)")
+
+
 def load_space(path: Path) -> dict[str, dict[str, Any]]:
     """Read a space file: parameter name -> its spec (``low``/``high``/``log``/``step`` or
     ``choices``). Nested tables (``[opponents] perfect = {...}``) give dotted names. Bad
     content ends the script with one error line."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        fail(f"--space {path}: cannot read it as TOML ({error})")
+    data = read_space_file(path)
     known = tunable_defaults()
     space: dict[str, dict[str, Any]] = {}
+
+    def unknown(name: str) -> NoReturn:
+        fail(
+            f"--space {path}: unknown parameter {name[:80]!r}; a space samples these "
+            f"train.py settings: {', '.join(sorted(known))}"
+        )
 
     def walk(table: dict[str, Any], prefix: str) -> None:
         for key, value in table.items():
             name = prefix + key
             if isinstance(value, dict) and not SPEC_KEYS & set(value) and value:
+                if not any(k.startswith(f"{name}.") for k in known):  # no deeper than a name
+                    unknown(name)
                 walk(value, name + ".")
                 continue
             if name not in known:
-                fail(
-                    f"--space {path}: unknown parameter {name!r}; a space samples these "
-                    f"train.py settings: {', '.join(sorted(known))}"
-                )
+                unknown(name)
             if not isinstance(value, dict):
                 fail(f"--space {path}: {name} needs a table (low/high or choices), got {value!r}")
             space[name] = check_spec(path, name, value)

@@ -56,9 +56,16 @@ from .shipped import shipped_policies
 
 def run_snapshots(folder: str | Path) -> list[Path]:
     """The opponent snapshots of a training run's folder (``snapshots/step_N.onnx``), in the
-    order of their steps. Raises ``ValueError`` when the folder has none."""
+    order of their steps. Raises ``ValueError`` when the folder has none, and when
+    ``snapshots`` or a snapshot is a symbolic link or not what its name says (a link there
+    could lead the reading anywhere; the folder itself may be a link, as the path named)."""
+    from ..game.folders import SafeFolder  # here: the imports above are the arena's own
+
     folder = Path(folder)
-    snapshots = sorted((folder / "snapshots").glob("step_*.onnx"))
+    safe = SafeFolder(folder)
+    snapshots = sorted(safe.check(folder / "snapshots", "folder").glob("step_*.onnx"))
+    for snapshot in snapshots:
+        safe.check(snapshot)  # FolderError, a ValueError in one sentence
     if not snapshots:
         raise ValueError(
             f"{folder} is a folder without snapshots ({folder / 'snapshots'}/step_N.onnx); give "
