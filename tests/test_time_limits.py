@@ -9,7 +9,9 @@ without them."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,28 +133,60 @@ def test_a_forked_child_has_a_watchdog_of_its_own(tmp_path: Path) -> None:
     assert done.stdout.endswith("within 1 s, its time limit, and was stopped\n"), done.stdout
 
 
-@pytest.mark.parametrize("command", ["buttonup-play", "evaluate.py"])
+def script(name: str) -> str:
+    """Python that runs ``training/NAME`` as its command line would."""
+    return (
+        f"import runpy, sys; sys.argv[0] = '{name}'; "
+        f"runpy.run_path('training/{name}', run_name='__main__')"
+    )
+
+
+@pytest.mark.parametrize("command", ["buttonup-play", "evaluate.py", "league.py"])
 def test_a_command_ends_in_the_policy_s_sentence(command: str, tmp_path: Path) -> None:
     path = save(after_trial(), tmp_path / "spins.onnx")
     start = time.monotonic()
+    prefix = "error: "
     if command == "buttonup-play":
         code = "import sys; from buttonup_env.ui import play; sys.exit(play.main(sys.argv[1:]))"
         args = ["--opponent", str(path), "--seed", "3"]
         done = run_command(code, args, "\n".join(str(s % 9) for s in range(200)))
         prefix = "python -m buttonup_env.play: error: "
-    else:
-        code = (
-            "import runpy, sys; sys.argv[0] = 'evaluate.py'; "
-            "runpy.run_path('training/evaluate.py', run_name='__main__')"
-        )
-        done = run_command(code, ["--model", str(path), "--matches", "2", "--no-progress"])
-        prefix = "error: "
+    elif command == "evaluate.py":
+        args = ["--model", str(path), "--matches", "2", "--no-progress"]
+        done = run_command(script(command), args)
+    else:  # a traceback before
+        args = ["--players", "random", str(path), "--matches", "2", "--no-progress"]
+        done = run_command(script(command), args)
     assert time.monotonic() - start < 60
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         f"{prefix}{path} did not give its logits for 1 position within 1 s, its time limit, "
         "and was stopped\n"
     )
+
+
+@pytest.mark.slow
+def test_report_ratings_end_in_the_snapshot_s_sentence(tmp_path: Path) -> None:
+    """``report.py --ratings`` rates a run's snapshots: one past its time limit is one
+    sentence naming it."""
+    run = tmp_path / "run"
+    (run / "snapshots").mkdir(parents=True)
+    snapshot = save(after_trial(), run / "snapshots" / "step_000000000.onnx")
+    shutil.copy(snapshot, run / "final.onnx")
+    (run / "config.json").write_text("{}")
+    final = {"regret_perfect": 0.1, "win_rate_random": 0.9, "win_rate_greedy": 0.5,
+             "win_rate_perfect": 0.1, "exploitability": 1.0}  # fmt: skip
+    (run / "trial.json").write_text(json.dumps({"final": final, "evals": [], "seed": 0}))
+    args = ["--runs", str(run), "--ratings", "--ladder-matches", "6",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    done = run_command(script("report.py"), args)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("error: ") == 1, done.stderr
+    line = done.stderr.split("error: ")[1].splitlines()[0]  # after the progress bar's text
+    assert line == (
+        f"{snapshot} cannot be rated ({snapshot} did not give its logits for 6 positions "
+        "within 1.25 s, its time limit, and was stopped)"
+    ), done.stderr
 
 
 # --- the web app ------------------------------------------------------------------------------

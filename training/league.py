@@ -33,7 +33,8 @@ import tyro
 from tqdm import tqdm
 
 from buttonup_env.game.rules import MAX_TARGET
-from buttonup_env.players.arena import make_player, play_pairs, player_specs
+from buttonup_env.players.arena import PairResult, make_player, play_pairs, player_specs
+from buttonup_env.players.batched import BatchedPlayer
 from buttonup_env.players.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
 from buttonup_env.ui.cli import check_outputs, run_cli, write_output
 from training.config import Matches, Seed, code_version
@@ -142,15 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     total = len(pairs) * args.matches
     start = time.perf_counter()
-    with tqdm(total=total, unit="match", disable=not args.progress, leave=False) as bar:
-        results = play_pairs(
-            players,
-            pairs,
-            args.matches,
-            seed=args.seed,
-            target=args.target,
-            progress=lambda done: bar.update(done - bar.n),
-        )
+    try:
+        results = play(args, players, pairs, total)
+    except ValueError as error:  # a policy that failed as it played (PolicyError): its time
+        print(f"error: {error}", file=sys.stderr)  # limit, logits that are not finite, ...
+        return 2
     seconds = time.perf_counter() - start
     anchor = ANCHOR if ANCHOR in names else names[0]
     table = fit_ratings(results, fixed={anchor: 0.0}, prior=args.prior)
@@ -166,6 +163,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def play(
+    args: LeagueArgs, players: list[BatchedPlayer], pairs: list[tuple[int, int]], total: int
+) -> list[PairResult]:
+    """The matches of the league, with a progress bar of its ``total`` matches."""
+    with tqdm(total=total, unit="match", disable=not args.progress, leave=False) as bar:
+        return play_pairs(
+            players,
+            pairs,
+            args.matches,
+            seed=args.seed,
+            target=args.target,
+            progress=lambda done: bar.update(done - bar.n),
+        )
 
 
 def write_results(args: LeagueArgs, table: LeagueTable, command: str, seconds: float) -> None:

@@ -100,9 +100,10 @@ def snapshot_ratings(run_dir: Path, ladder: Ladder) -> list[dict[str, Any]]:
     for snapshot in tqdm(run_snapshots(run_dir), desc=run_dir.name, unit="snapshot", leave=False):
         row = kept.get(snapshot.name)
         if not isinstance(row, dict) or any(row.get(k) != v for k, v in settings.items()):
-            try:
+            try:  # a PolicyError too: a policy past its time limit, say
                 policy = load_policy(snapshot)
                 rating = rate_against_ladder(policy, ladder.players, ladder.matches, ladder.seed)
+                exploitable = exploitability(policy).exploitability
             except ValueError as error:
                 fail(f"{snapshot} cannot be rated ({first_line(error)})")
             row = {
@@ -110,7 +111,7 @@ def snapshot_ratings(run_dir: Path, ladder: Ladder) -> list[dict[str, Any]]:
                 "steps": snapshot_steps(snapshot),
                 **settings,
                 **rating,
-                "exploitability": exploitability(policy).exploitability,
+                "exploitability": exploitable,
             }
         rows.append(row)
     try:
