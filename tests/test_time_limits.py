@@ -200,7 +200,8 @@ httpx = pytest.importorskip(
 def hostile_server(bypass: None, tmp_path: Path) -> Iterator[tuple[str, Any]]:
     """The web app on a free port of loopback, offering a policy that spins (``spins``) and
     the bots, with a limit of :data:`LIMIT` a move."""
-    from buttonup_env.ui.web import server as web_server
+    from threaded_server import serving
+
     from buttonup_env.ui.web.app import create_app
     from buttonup_env.ui.web.guard import AllowedHosts
     from buttonup_env.ui.web.offered import offer
@@ -209,20 +210,8 @@ def hostile_server(bypass: None, tmp_path: Path) -> Iterator[tuple[str, Any]]:
     path = save(after_trial(), tmp_path / "spins.onnx")
     workers = Workers(seconds=LIMIT)
     app = create_app(offer([str(path)]), workers=workers, hosts=AllowedHosts.serving("127.0.0.1"))
-    sock = web_server.listen("127.0.0.1", 0)
-    server = web_server.make_server(app)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline_ = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline_, "the server did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", workers
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
-        sock.close()
+    with serving(app) as port:
+        yield f"http://127.0.0.1:{port}", workers
 
 
 def test_the_web_app_survives_eight_hostile_policies_and_serves_a_ninth_client(

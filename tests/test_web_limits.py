@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover - depends on the installation
     import httpx  # type: ignore[no-redef]
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from threaded_server import serving
 
 from buttonup_env.game.rules import LAYOUTS, State, next_starter
 from buttonup_env.ui.web import errors, games, replays
@@ -299,19 +300,9 @@ HEADER_TIMEOUT = 0.5
 def server() -> Iterator[tuple[str, int]]:
     """buttonup-web's server (web_server.make_server: uvicorn with the header timeout) on a free
     port of 127.0.0.1, in a thread, with a short header timeout."""
-    sock = web_server.listen("127.0.0.1", 0)
     app = create_app(offer([]), hosts=AllowedHosts.serving("127.0.0.1"))
-    uv = web_server.make_server(app, header_timeout=HEADER_TIMEOUT)
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not uv.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    yield "127.0.0.1", sock.getsockname()[1]
-    uv.should_exit = True
-    thread.join(timeout=20)
-    sock.close()
+    with serving(app, header_timeout=HEADER_TIMEOUT) as port:
+        yield "127.0.0.1", port
 
 
 def connect(server: tuple[str, int]) -> socket.socket:
