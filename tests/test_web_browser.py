@@ -46,6 +46,7 @@ if missing is not None:
 
 import uvicorn  # noqa: E402
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
@@ -119,6 +120,24 @@ def text(driver: WebDriver, element_id: str) -> str:
     return driver.find_element(By.ID, element_id).text
 
 
+def clickable_slots(driver: WebDriver) -> dict[str, str]:
+    """The slots a person may lift now, by number, with their labels (read at once)."""
+    return driver.execute_script(
+        "return Object.fromEntries([...document.querySelectorAll('#board .slot.clickable')]"
+        ".map(e => [e.dataset.slot, e.getAttribute('aria-label') || '']))"
+    )
+
+
+def click_pad(driver: WebDriver, slot: str) -> bool:
+    """Click ``slot``'s pad; False (to be tried again) when the board was redrawn meanwhile."""
+    try:
+        pad = driver.find_element(By.CSS_SELECTOR, f'#board .slot[data-slot="{slot}"] .pad')
+        ActionChains(driver).move_to_element(pad).click().perform()
+    except StaleElementReferenceException:
+        return False
+    return True
+
+
 def log_length(driver: WebDriver) -> int:
     return len(driver.find_elements(By.CSS_SELECTOR, "#log li"))
 
@@ -167,22 +186,23 @@ def test_a_match_against_the_random_bot_played_by_clicking(
             rounds += 1
             browser.find_element(By.ID, "next-round").click()
             continue
-        # the hints redraw the board when they arrive: read the slots after them
+        # the hints redraw the board when they arrive: read the slots after them, in one call
+        # of the page's own script, as a redraw between two reads would leave stale elements
         wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#board .hint"), "hints")
-        legal = browser.find_elements(By.CSS_SELECTOR, "#board .slot.clickable")
+        legal = clickable_slots(browser)
         assert legal, "a person's turn shows the stacks that may be lifted"
-        for slot in legal:
-            assert "can be lifted" in (slot.get_attribute("aria-label") or "")
+        for label in legal.values():
+            assert "can be lifted" in label
         assert text(browser, "hint-text").startswith("hint: slot")
         if not shot_taken and moves >= 2:
             browser.save_screenshot(str(screenshot))
             shot_taken = True
         logged = log_length(browser)
         if moves % 2:  # every other move by its digit key, the others by a click
-            browser.find_element(By.TAG_NAME, "body").send_keys(legal[0].get_attribute("data-slot"))
+            browser.find_element(By.TAG_NAME, "body").send_keys(min(legal))
         else:  # on the slot's pad, where its buttons lie too
-            pad = legal[-1].find_element(By.CSS_SELECTOR, ".pad")
-            ActionChains(browser).move_to_element(pad).click().perform()
+            last = max(legal)
+            wait_for(browser, lambda d, s=last: click_pad(d, s), "the slot's pad clicked")
         moves += 1
         wait_for(browser, lambda d, n=logged: log_length(d) > n, "the move to be played")
 
