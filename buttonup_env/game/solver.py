@@ -26,8 +26,9 @@ _TABLE: dict[Ring, tuple[int, tuple[int | None, ...]]] = {}
 _MARGIN: dict[str, int] = {}
 
 
-def _canonical(ring: Ring) -> tuple[Ring, int]:
-    """The least rotation of ``ring`` and the offset it starts at."""
+def canonical(ring: Ring) -> tuple[Ring, int]:
+    """The least rotation of ``ring`` and the offset it starts at: a ring's name up to rotation
+    (sowing skips empty slots, so rotations of a ring play alike)."""
     best, offset = ring, 0
     for i in range(1, len(ring)):
         rotated = ring[i:] + ring[:i]
@@ -36,8 +37,8 @@ def _canonical(ring: Ring) -> tuple[Ring, int]:
     return best, offset
 
 
-def _margin(stack: str) -> int:
-    """Mover's strength minus the opponent's in a final stack written in M/O/W."""
+def final_margin(stack: str) -> int:
+    """The mover's strength minus the opponent's in a final stack written in M/O/W."""
     value = _MARGIN.get(stack)
     if value is None:
         value = 0
@@ -50,8 +51,10 @@ def _margin(stack: str) -> int:
     return value
 
 
-def _lift(ring: Ring, i: int) -> tuple[Ring, bool]:
-    """Sow ring position ``i``; the child ring starts just after it (rules.sow on a ring)."""
+def lift(ring: Ring, i: int) -> tuple[Ring, bool]:
+    """Sow ring position ``i`` (:func:`buttonup_env.game.rules.sow` on a ring): the ring after
+    the move, starting just after the lifted stack, and whether the mover moves again (the
+    caller ignores that flag when one stack is left: the round is over)."""
     stack = ring[i]
     others = ring[i + 1 :] + ring[:i]
     k, m = len(stack), len(others)
@@ -64,12 +67,18 @@ def _lift(ring: Ring, i: int) -> tuple[Ring, bool]:
 
 def _child_value(ring: Ring, i: int) -> int:
     """Value, for the mover of ``ring``, of lifting position ``i`` and then perfect play."""
-    child, extra_turn = _lift(ring, i)
+    child, extra_turn = lift(ring, i)
     if len(child) == 1:
-        return _margin(child[0])
+        return final_margin(child[0])
     if extra_turn:
-        return _solve(_canonical(child)[0])
-    return -_solve(_canonical(tuple(s.translate(_SWAP) for s in child))[0])
+        return _solve(canonical(child)[0])
+    return -_solve(canonical(swap_sides(child))[0])
+
+
+def swap_sides(ring: Ring) -> Ring:
+    """``ring`` seen from the other player (M and O exchanged): the opponent's view after a
+    move that hands over the turn."""
+    return tuple(s.translate(_SWAP) for s in ring)
 
 
 def _solve(ring: Ring) -> int:
@@ -80,6 +89,13 @@ def _solve(ring: Ring) -> int:
         entry = (max(v for v in values if v is not None), values)
         _TABLE[ring] = entry
     return entry[0]
+
+
+def mover_view(board: tuple[str, ...], mover: Color) -> Ring:
+    """The non-empty stacks of ``board`` in slot order, written from ``mover``'s side: ``M``
+    for the mover's buttons, ``O`` for the opponent's, ``W`` for the white spies."""
+    table = _TO_MOVER[mover]
+    return tuple(stack.translate(table) for stack in board if stack)
 
 
 def ring_of(state: State) -> tuple[Ring, tuple[int, ...]]:
@@ -93,9 +109,9 @@ def _entry(state: State) -> tuple[tuple[int | None, ...], int, tuple[int, ...]]:
     if state.round_over:
         raise ValueError(f"the round is over on {state.notation!r}; there is no move to value")
     ring, slots = ring_of(state)
-    canonical, offset = _canonical(ring)
-    _solve(canonical)
-    return _TABLE[canonical][1], offset, slots
+    least, offset = canonical(ring)
+    _solve(least)
+    return _TABLE[least][1], offset, slots
 
 
 def move_values(state: State) -> dict[int, int]:
@@ -109,7 +125,7 @@ def value(state: State) -> int:
     """The round margin for the player to move under perfect play (the final margin if over)."""
     if state.round_over:
         stack = next(s for s in state.board if s)
-        return _margin(stack.translate(_TO_MOVER[state.to_move]))
+        return final_margin(stack.translate(_TO_MOVER[state.to_move]))
     return max(move_values(state).values())
 
 
@@ -123,7 +139,7 @@ def solve_all() -> int:
     """Solve every position reachable from the 1,680 set-ups; return the table's size."""
     for layout in LAYOUTS:
         ring = tuple(s.translate(_TO_MOVER["R"]) for s in layout)
-        _solve(_canonical(ring)[0])
+        _solve(canonical(ring)[0])
     return len(_TABLE)
 
 
