@@ -34,7 +34,7 @@ with the square of the target, and targets above :data:`MAX_SOLVED_TARGET` are r
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -45,7 +45,9 @@ from .solver import Ring, canonical, final_margin, lift, mover_view, swap_sides
 
 __all__ = [
     "MAX_SOLVED_TARGET",
+    "TIE_TOLERANCE",
     "EquityTable",
+    "best_moves",
     "match_equity",
     "match_move_values",
     "match_value",
@@ -56,10 +58,19 @@ MAX_SOLVED_TARGET = 100
 (the scores below it); the target 100 takes about a minute, where 15 takes a fraction of a
 second."""
 
+TIE_TOLERANCE = 1e-12
+"""Moves whose values differ by at most this are equally good (:func:`best_moves`): a value is
+exact up to float rounding, and two lines that end in the same result have the same bits."""
+
 MARGINS = 2 * MAX_ROUND_MARGIN + 1
 """Round margins from -18 to 18: a utility is an array of 37 values, Red's margin + 18."""
 _ZERO = MAX_ROUND_MARGIN
 _TOLERANCE = 1e-14
+_NEVER = 1e9
+
+Column = tuple[int, int, int]
+"""A round start: Red's points, Black's points and the starter (0 Red, 1 Black)."""
+
 _STARTER_INDEX: dict[str, int] = {"R": 0, "B": 1}
 
 
@@ -67,45 +78,134 @@ _STARTER_INDEX: dict[str, int] = {"R": 0, "B": 1}
 
 
 @dataclass(frozen=True)
-class _Level:
-    """The nodes with one number of stacks and their moves: three per node (a position has at
-    most three legal moves), padded with a row that the mover never prefers."""
+class Level:
+    """The nodes of a graph with one number of stacks (a contiguous range of numbers) and
+    their moves: three per node (a position has at most three legal moves), padded with a row
+    that the mover never prefers and that has probability 0."""
 
     lo: int
     hi: int
-    red_sources: np.ndarray
-    """``(3, nodes)``: the row of the value array each move reads when Red is the mover."""
-    black_sources: np.ndarray
+    red: np.ndarray
+    """``(3, n)``: the row of the value array each move reads when Red is the mover."""
+    black: np.ndarray
     """The same when Black is the mover."""
 
 
-@dataclass(frozen=True)
-class RoundGraph:
-    """Every position of a round as a node: a canonical ring seen from the mover.
+class Graph:
+    """Positions of a round as nodes, by level, so that every move leads to a node of the
+    level below or ends the round: :class:`RoundGraph` (rings) and the best response's board
+    graph (:mod:`buttonup_env.players.best_response`).
 
-    Nodes are numbered by level (2 stacks first, 9 last), so that every move leads to a lower
-    number or ends the round. A value array has ``2 * size + MARGINS + 2`` rows: the value of
-    each node with Red to move, then with Black to move, then the utility of each final margin,
-    then two rows for the moves a position lacks (-1 for Red, 2 for Black: never the best).
+    A value array has ``2 * size + MARGINS + 2`` rows: the value of each node with Red to move,
+    then with Black to move, then the utility of each final margin (Red's margin + 18), then
+    a row for a move a position lacks (-1e9 for Red, 1e9 for Black: never the best, whether
+    the values are probabilities or margins).
     """
 
-    rings: tuple[Ring, ...]
-    index: dict[Ring, int]
-    levels: tuple[_Level, ...]
-    roots: np.ndarray
-    """The nodes the 1,680 set-ups start from (seen from the starter; every set-up seen from
-    Black is another set-up seen from Red)."""
-    root_weights: np.ndarray
-    """How many set-ups start at each root, over 1,680."""
+    size: int
+    levels: tuple[Level, ...]
 
-    @property
-    def size(self) -> int:
-        """The number of nodes."""
-        return len(self.rings)
+    def solve(
+        self,
+        utility: np.ndarray,
+        seat: int | None = None,
+        probabilities: Sequence[np.ndarray] | None = None,
+        slopes: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Every node's value for each column of ``utility`` ``(MARGINS, K)``: what a round
+        ending with Red's margin ``m`` is worth to Red (row ``m + 18``) in each of ``K`` games.
+
+        Red maximises, Black minimises, except that the ``seat`` (0 Red, 1 Black, or None)
+        plays by ``probabilities`` (per level, ``(3, n, K or 1)``: each move's probability, 0
+        for a move the position lacks). Returns the value array and, with ``slopes``, the
+        derivative of each value with respect to the tie's utility (row 18) along the line of
+        play (the first best move, or the player's mixture).
+        """
+        n = self.size
+        values = np.empty((2 * n + MARGINS + 2, utility.shape[1]))
+        values[2 * n : 2 * n + MARGINS] = utility
+        values[2 * n + MARGINS] = -_NEVER  # a missing move, for Red
+        values[2 * n + MARGINS + 1] = _NEVER  # and for Black (finite: its probability is 0)
+        ties = None
+        if slopes:
+            ties = np.zeros_like(values)
+            ties[2 * n + _ZERO] = 1.0
+        for i, level in enumerate(self.levels):
+            for colour, sources, best in ((0, level.red, np.max), (1, level.black, np.min)):
+                moves = values.take(sources, axis=0)  # (3, nodes, K)
+                rows = slice(colour * n + level.lo, colour * n + level.hi)
+                if colour == seat:
+                    assert probabilities is not None
+                    p = probabilities[i]
+                    values[rows] = (p * moves).sum(axis=0)
+                    if ties is not None:
+                        ties[rows] = (p * ties.take(sources, axis=0)).sum(axis=0)
+                    continue
+                best(moves, axis=0, out=values[rows])
+                if ties is not None:  # the slope of the first best move
+                    slope = ties.take(sources, axis=0)
+                    top = values[rows]
+                    ties[rows] = np.where(
+                        moves[0] == top, slope[0], np.where(moves[1] == top, slope[1], slope[2])
+                    )
+        return values, ties
+
+    def round_starts(self, values: np.ndarray, starters: np.ndarray) -> np.ndarray:
+        """Each column's mean value over the 1,680 set-ups at the start of a round, for the
+        column's starter (``starters``: 0 Red, 1 Black)."""
+        raise NotImplementedError
+
+
+class RoundGraph(Graph):
+    """Every position of a round as a node: a canonical ring seen from the mover (rotations
+    merged), for either mover: 12,804 rings, 25,608 positions.
+
+    Nodes are numbered by level (2 stacks first, 9 last). A move reads, for Red to move, the
+    child's row with Red to move after an extra turn and with Black to move otherwise (and
+    the other way round for Black), or the final margin's row: the mover's margin for Red, its
+    opposite for Black.
+    """
+
+    def __init__(
+        self,
+        rings: tuple[Ring, ...],
+        levels: tuple[Level, ...],
+        roots: np.ndarray,
+        root_weights: np.ndarray,
+    ) -> None:
+        self.rings = rings
+        self.index = {ring: i for i, ring in enumerate(rings)}
+        self.size = len(rings)
+        self.levels = levels
+        self.roots = roots
+        """The nodes the 1,680 set-ups start from (seen from the starter; every set-up seen
+        from Black is another set-up seen from Red)."""
+        self.root_weights = root_weights
+        """How many set-ups start at each root, over 1,680."""
 
     def node(self, state: State) -> int:
         """The node of a position whose round is not over."""
         return self.index[canonical(mover_view(state.board, state.to_move))[0]]
+
+    def round_starts(self, values: np.ndarray, starters: np.ndarray) -> np.ndarray:
+        rows = self.roots[:, None] + self.size * starters[None, :]
+        return self.root_weights @ np.take_along_axis(values, rows, axis=0)
+
+    def move_values(self, state: State, values: np.ndarray) -> dict[int, float]:
+        """``{slot: value}`` after each legal move of ``state`` (a round not over), read from
+        one column of a value array of the state's round (``values``, 1-d)."""
+        n = self.size
+        r, b = state.score_pair
+        out: dict[int, float] = {}
+        for slot in state.legal_moves():
+            child = state.child(slot)
+            if child.round_over:  # the round's points are Red's margin, one way or the other
+                margin = child.score_pair[0] - r - (child.score_pair[1] - b)
+                out[slot] = float(values[2 * n + _ZERO + margin])
+            else:
+                offset = 0 if child.to_move == "R" else n
+                out[slot] = float(values[offset + self.node(child)])
+        return out
 
 
 class _Move(NamedTuple):
@@ -162,54 +262,9 @@ def round_graph() -> RoundGraph:
                     red[j, row], black[j, row] = index[move.child], n + index[move.child]
                 else:  # the opponent moves: Red's move reads Black's values and back
                     red[j, row], black[j, row] = n + index[move.child], index[move.child]
-        levels.append(_Level(nodes[0], nodes[-1] + 1, red, black))
+        levels.append(Level(nodes[0], nodes[-1] + 1, red, black))
     roots, counts = np.unique([index[r] for r in start_rings], return_counts=True)
-    return RoundGraph(rings, index, tuple(levels), roots, counts / len(LAYOUTS))
-
-
-def solve_rounds(
-    graph: RoundGraph, utility: np.ndarray, slopes: bool = False
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Every node's value for each column of ``utility``, with both players playing perfectly.
-
-    ``utility`` is ``(MARGINS, K)``: what a round ending with Red's margin ``m`` is worth to Red
-    (row ``m + 18``) in each of ``K`` games. Red maximises, Black minimises. Returns the value
-    array (``2 * size + MARGINS + 2`` rows, see :class:`RoundGraph`) and, with ``slopes``, the
-    derivative of each value with respect to the tie's utility (row 18) along the line chosen
-    (the first best move).
-    """
-    n = graph.size
-    k = utility.shape[1]
-    values = np.empty((2 * n + MARGINS + 2, k))
-    values[2 * n : 2 * n + MARGINS] = utility
-    values[2 * n + MARGINS] = -1.0  # a missing move, for Red
-    values[2 * n + MARGINS + 1] = 2.0  # and for Black
-    ties = None
-    if slopes:
-        ties = np.zeros_like(values)
-        ties[2 * n + _ZERO] = 1.0
-    for level in graph.levels:
-        for sources, offset, best in (
-            (level.red_sources, 0, np.max),
-            (level.black_sources, n, np.min),
-        ):
-            moves = values.take(sources, axis=0)  # (3, nodes, k)
-            rows = slice(offset + level.lo, offset + level.hi)
-            best(moves, axis=0, out=values[rows])
-            if ties is not None:  # the slope of the first best move
-                slope = ties.take(sources, axis=0)
-                top = values[rows]
-                ties[rows] = np.where(
-                    moves[0] == top, slope[0], np.where(moves[1] == top, slope[1], slope[2])
-                )
-    return values, ties
-
-
-def _round_starts(graph: RoundGraph, values: np.ndarray, starters: np.ndarray) -> np.ndarray:
-    """Each column's mean value at the start of a round (over the set-ups), ``starters`` being
-    the column's starter (0 Red, 1 Black)."""
-    rows = graph.roots[:, None] + graph.size * starters[None, :]
-    return graph.root_weights @ np.take_along_axis(values, rows, axis=0)
+    return RoundGraph(rings, tuple(levels), roots, counts / len(LAYOUTS))
 
 
 # --- the equity table ----------------------------------------------------------------------------
@@ -232,12 +287,13 @@ def _outcome(target: int, r: int, b: int, margin: int) -> tuple[int, int] | floa
     return r2, b2
 
 
-def _utilities(
-    target: int, columns: Sequence[tuple[int, int, int]], later: np.ndarray, tie_known: bool
+def utilities(
+    target: int, columns: Sequence[Column], later: np.ndarray, tie_known: bool
 ) -> np.ndarray:
-    """The utility of every margin for each column ``(r, b, starter)``, read from ``later``
-    (``[r, b, starter]``: Red's probability at a later round's start). With ``tie_known``
-    False the tie's row is left for the caller."""
+    """The utility ``(MARGINS, K)`` of every round margin for each of ``columns``: what the
+    round's result is worth to Red, read from ``later`` (``[r, b, starter]``, Red's probability
+    at a later round's start; 1 or 0 where the result ends the match). With ``tie_known``
+    False the tie's row is left for the caller to fill."""
     utility = np.empty((MARGINS, len(columns)))
     for j, (r, b, s) in enumerate(columns):
         for margin in range(-MAX_ROUND_MARGIN, MAX_ROUND_MARGIN + 1):
@@ -251,42 +307,80 @@ def _utilities(
     return utility
 
 
-def _solve_diagonal(
-    graph: RoundGraph, target: int, columns: list[tuple[int, int, int]], table: np.ndarray
-) -> None:
-    """Fill ``table`` at ``columns``, the round starts of one sum of scores (with no limit on
-    rounds): every result but a tie leads to a solved score, and a tie to one of ``columns``."""
+RoundStarts = Callable[[np.ndarray, bool], tuple[np.ndarray, np.ndarray | None]]
+"""What a solver of rounds gives :func:`solve_table`: for a utility ``(MARGINS, K)`` (one
+column per round start), each round start's value (Red's probability, ``(K,)``) and, when asked,
+its derivative with respect to the tie's utility (row 18) along the line of play."""
+
+
+def solve_table(
+    target: int,
+    rounds: Callable[[list[Column]], RoundStarts],
+    chunk: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
+    """The table ``[r, b, starter]`` of a match to ``target`` with no limit on rounds, filled
+    in decreasing order of ``r + b``: ``rounds(columns)`` gives the solver of the rounds that
+    start at ``columns`` (every result but a tie leads to a score already solved, a tie to
+    one of ``columns``). The perfect players' table (:func:`match_equity`) and a best
+    response's (:mod:`buttonup_env.players.best_response`) differ only in ``rounds``.
+
+    ``chunk`` (an even number, or None for a whole diagonal) bounds the round starts solved
+    together: a tie links the two starters of one score, never two scores. ``progress`` is
+    called with the scores solved so far and their number.
+    """
+    table = np.empty((target, target, 2))
+    done = 0
+    for total in range(2 * target - 2, -1, -1):
+        columns = [
+            (r, total - r, s)
+            for r in range(max(0, total - target + 1), min(total, target - 1) + 1)
+            for s in (0, 1)
+        ]
+        size = len(columns) if chunk is None else chunk
+        for lo in range(0, len(columns), size):
+            part = columns[lo : lo + size]
+            values = _fixed_point(target, part, table, rounds(part))
+            for (r, b, s), value in zip(part, values, strict=True):
+                table[r, b, s] = value
+            done += len(part) // 2
+            if progress is not None:
+                progress(done, target * target)
+    return table
+
+
+def _fixed_point(
+    target: int, columns: list[Column], table: np.ndarray, starts: RoundStarts
+) -> np.ndarray:
+    """The values at ``columns``: a tie sends a round back to one of them, so they are the
+    fixed point of the rounds' values, solved by Newton's method on the line of play (the map is
+    piecewise linear: exact once the line of play stops changing, two or three passes)."""
     k = len(columns)
-    utility = _utilities(target, columns, table, tie_known=False)
+    utility = utilities(target, columns, table, tie_known=False)
     position = {column: j for j, column in enumerate(columns)}
     tie = np.array([position[(r, b, _next_starter(r, b, s))] for r, b, s in columns])
-    starters = np.array([s for _, _, s in columns])
     x = _first_guess(target, columns, table)
     slopes = True
     for _ in range(100):
         utility[_ZERO] = x[tie]
-        values, ties = solve_rounds(graph, utility, slopes=slopes)
-        g = _round_starts(graph, values, starters)
+        g, h = starts(utility, slopes)
         if np.max(np.abs(g - x)) <= _TOLERANCE:
-            x = g
-            break
-        if ties is None:  # the guess missed: take the slopes of the line of play it led to
+            return g
+        if h is None:  # the line of play moved: take its slopes
             slopes = True
             x = g
             continue
         # Newton on the current line of play: x = g + h * (x[tie] - x_old[tie]), exactly
-        h = _round_starts(graph, ties, starters)
         system = np.eye(k)
         system[np.arange(k), tie] -= h
         x = np.linalg.solve(system, g - h * x[tie])
-        slopes = False  # the next pass checks the solution; if the line moved, it moves on
-    else:  # pragma: no cover - the iteration converges in a handful of passes
-        raise RuntimeError(f"the tie's fixed point at {columns[0][:2]} did not converge")
-    for (r, b, s), value in zip(columns, x, strict=True):
-        table[r, b, s] = value
+        slopes = False  # the next pass checks the solution
+    raise RuntimeError(  # pragma: no cover - the iteration converges in a handful of passes
+        f"the tie's fixed point at {columns[0][:2]} did not converge"
+    )
 
 
-def _first_guess(target: int, columns: list[tuple[int, int, int]], table: np.ndarray) -> np.ndarray:
+def _first_guess(target: int, columns: list[Column], table: np.ndarray) -> np.ndarray:
     """A guess at each column's value: the mean of the two scores one point further on."""
     guess = []
     for r, b, s in columns:
@@ -305,11 +399,23 @@ def _solve_rounds_left(graph: RoundGraph, target: int, later: np.ndarray) -> np.
     table = np.empty((target, target, 2))
     for chunk in range(0, len(columns), 64):
         part = columns[chunk : chunk + 64]
-        values, _ = solve_rounds(graph, _utilities(target, part, later, tie_known=True))
-        starts = _round_starts(graph, values, np.array([s for _, _, s in part]))
+        values, _ = graph.solve(utilities(target, part, later, tie_known=True))
+        starts = graph.round_starts(values, np.array([s for _, _, s in part]))
         for (r, b, s), value in zip(part, starts, strict=True):
             table[r, b, s] = value
     return table
+
+
+def _perfect_rounds(graph: RoundGraph, columns: list[Column]) -> RoundStarts:
+    """The rounds at ``columns`` under perfect play of the match by both players."""
+    starters = np.array([s for _, _, s in columns])
+
+    def starts(utility: np.ndarray, slopes: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        values, ties = graph.solve(utility, slopes=slopes)
+        h = None if ties is None else graph.round_starts(ties, starters)
+        return graph.round_starts(values, starters), h
+
+    return starts
 
 
 def _check_target(target: object) -> int:
@@ -341,14 +447,7 @@ def _table(target: int, rounds_left: int | None) -> np.ndarray:
         for _ in range(rounds_left):
             table = _solve_rounds_left(graph, target, table)
     else:
-        table = np.empty((target, target, 2))
-        for total in range(2 * target - 2, -1, -1):
-            columns = [
-                (r, total - r, s)
-                for r in range(max(0, total - target + 1), min(total, target - 1) + 1)
-                for s in (0, 1)
-            ]
-            _solve_diagonal(graph, target, columns, table)
+        table = solve_table(target, functools.partial(_perfect_rounds, graph))
     table.flags.writeable = False
     return table
 
@@ -407,8 +506,8 @@ def _round_values(target: int, r: int, b: int, starter: int, rounds_left: int | 
         later = np.full((target, target, 2), 0.5)
     else:
         later = _table(target, rounds_left - 1)
-    utility = _utilities(target, [(r, b, starter)], later, tie_known=True)
-    values, _ = solve_rounds(graph, utility)
+    utility = utilities(target, [(r, b, starter)], later, tie_known=True)
+    values, _ = graph.solve(utility)
     values = values[:, 0]
     values.flags.writeable = False
     return values
@@ -428,19 +527,7 @@ def _red_values(state: State, rounds_left: int | None) -> dict[int, float]:
             f"the match is already won at {r}-{b} (target {target}); there is no move to value"
         )
     starter = _STARTER_INDEX[state.starter]
-    values = _round_values(target, r, b, starter, rounds_left)
-    graph = round_graph()
-    n = graph.size
-    red: dict[int, float] = {}
-    for slot in state.legal_moves():
-        child = state.child(slot)
-        if child.round_over:
-            margin = child.score_pair[0] - r - (child.score_pair[1] - b)
-            red[slot] = float(values[2 * n + _ZERO + margin])
-        else:
-            offset = 0 if child.to_move == "R" else n
-            red[slot] = float(values[offset + graph.node(child)])
-    return red
+    return round_graph().move_values(state, _round_values(target, r, b, starter, rounds_left))
 
 
 def match_move_values(state: State, *, rounds_left: int | None = None) -> dict[int, float]:
@@ -456,6 +543,13 @@ def match_move_values(state: State, *, rounds_left: int | None = None) -> dict[i
     if state.to_move == "R":
         return red
     return {slot: 1.0 - p for slot, p in red.items()}
+
+
+def best_moves(values: dict[int, float]) -> list[int]:
+    """The slots of the best value in ``values`` (a :func:`match_move_values` answer), within
+    :data:`TIE_TOLERANCE`, in increasing order."""
+    best = max(values.values())
+    return [slot for slot, value in values.items() if value >= best - TIE_TOLERANCE]
 
 
 def match_value(state: State, *, rounds_left: int | None = None) -> float:

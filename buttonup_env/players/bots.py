@@ -14,8 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..engine.batch import BOT_KINDS
-from ..game import solver
+from ..game import equity, solver
 from ..game.rules import Color, State, is_whole_number, other, sow, strength
 
 
@@ -106,62 +105,131 @@ class GreedyBot(_SeededBot):
         return _pick([slot for e, m, slot in scored if (e, m) == best], self.rng)
 
 
-class PerfectBot(_SeededBot):
-    """Plays a move of the exact solver's best value; ties are broken with the bot's generator.
+OBJECTIVES = ("match", "round")
+"""What a perfect player plays for: the match (the probability of winning it, the default) or
+the round alone (its largest margin, what one-round episodes pay)."""
+
+
+def check_objective(objective: object) -> str:
+    """``objective`` if it is one of :data:`OBJECTIVES`; ``ValueError`` in one sentence if not."""
+    if not (isinstance(objective, str) and objective in OBJECTIVES):
+        raise ValueError(
+            f"objective={objective!r} is not allowed; use 'match' (play to win the match) or "
+            "'round' (play every round for its largest margin)"
+        )
+    return objective
+
+
+def best_slots(state: State, objective: str) -> list[int]:
+    """The legal slots of ``state`` that a perfect player of ``objective`` may lift: those of
+    the best match value (within :data:`buttonup_env.game.equity.TIE_TOLERANCE`), or of the
+    best round margin."""
+    if objective == "match":
+        return equity.best_moves(equity.match_move_values(state))
+    values = solver.move_values(state)
+    best = max(values.values())
+    return [slot for slot, v in values.items() if v == best]
+
+
+class MarginBot(_SeededBot):
+    """Plays every round for its largest margin: a move of the round solver's best value, ties
+    broken with the bot's generator.
 
     ``move_values(state)`` gives ``{slot: value}`` for every legal move, where the value is the
     round's final margin (mover's strength minus the opponent's) when both players then play to
-    maximise their own round margin. The solver ignores the match score: it plays every round
-    for the largest margin.
+    maximise their own round margin (:mod:`buttonup_env.game.solver`). It ignores the match: in a
+    one-round episode, which pays the round, it plays perfectly; in a match it does not, since a
+    round's result is not worth its margin there (the next starter depends on the score), and
+    a best response to it wins 55.6% of matches to 15 (:func:`~buttonup_env.players.exploit.
+    match_exploitability`).
     """
 
     def move_values(self, state: State) -> dict[int, int]:
-        """Exact value of each legal move (see :mod:`buttonup_env.game.solver`)."""
+        """Exact round value of each legal move (see :mod:`buttonup_env.game.solver`)."""
         return solver.move_values(state)
 
     def act(self, state: State) -> int:
-        """A best move by the solver's values."""
-        values = solver.move_values(state)
-        best = max(values.values())
-        return _pick([slot for slot, v in values.items() if v == best], self.rng)
+        """A move of the largest round margin."""
+        return _pick(best_slots(_playing(state), "round"), self.rng)
+
+
+class PerfectBot(_SeededBot):
+    """Plays the game perfectly: a move of the best value, ties broken with the bot's generator.
+
+    With ``objective="match"`` (the default) it plays the match: ``move_values(state)`` gives
+    every legal move's probability that the player to move wins the match, when both then play
+    the match perfectly (:func:`buttonup_env.game.equity.match_move_values`, from the state's
+    score, target and starter). With ``objective="round"`` it plays every round for its largest
+    margin, as :class:`MarginBot` does: perfect play of a one-round episode (the envs make the
+    ``"perfect"`` opponent of a one-round episode so).
+    """
+
+    def __init__(
+        self, seed: int | np.random.Generator | None = None, objective: str = "match"
+    ) -> None:
+        super().__init__(seed)
+        self.objective = check_objective(objective)
+
+    def move_values(self, state: State) -> dict[int, float]:
+        """Exact value of each legal move for the objective: the probability of winning the
+        match, or the round margin."""
+        if self.objective == "match":
+            return equity.match_move_values(state)
+        return dict(solver.move_values(state))
+
+    def act(self, state: State) -> int:
+        """A best move for the objective."""
+        return _pick(best_slots(_playing(state), self.objective), self.rng)
+
+    def __repr__(self) -> str:
+        return "PerfectBot()" if self.objective == "match" else "PerfectBot(objective='round')"
 
 
 class GradedBot(_SeededBot):
     """The perfect bot with mistakes: a uniformly random legal move with probability ``p``,
-    otherwise a move of the exact solver's best value (ties broken at random).
+    otherwise a move of :class:`PerfectBot` with the same ``objective`` (ties broken at random).
 
     ``p`` = 0 plays as :class:`PerfectBot` and ``p`` = 1 as :class:`RandomBot`; in between the
     graded bots are the steps of a strength scale. Its name is ``perfect-P`` (``perfect-0.3``
     for ``p`` = 0.3, see :func:`graded_name`), the name the league and the web app accept.
     """
 
-    def __init__(self, p: float, seed: int | np.random.Generator | None = None) -> None:
+    def __init__(
+        self, p: float, seed: int | np.random.Generator | None = None, objective: str = "match"
+    ) -> None:
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
             raise ValueError(f"p={p!r} is not allowed; use a probability in [0, 1]")
         super().__init__(seed)
         self.p = float(p)
+        self.objective = check_objective(objective)
 
     def act(self, state: State) -> int:
-        """A random legal slot with probability ``p``, else a best move by the solver's values."""
+        """A random legal slot with probability ``p``, else a best move for the objective."""
         legal = _legal(state)
         if self.rng.random() < self.p:
             return _pick(legal, self.rng)
-        values = solver.move_values(state)
-        best = max(values.values())
-        return _pick([slot for slot, v in values.items() if v == best], self.rng)
+        return _pick(best_slots(state, self.objective), self.rng)
 
     def __repr__(self) -> str:
-        return f"GradedBot({self.p:g})"
+        if self.objective == "match":
+            return f"GradedBot({self.p:g})"
+        return f"GradedBot({self.p:g}, objective='round')"
 
 
-BOT_NAMES = BOT_KINDS
+def _playing(state: State) -> State:
+    _legal(state)  # a finished round: one sentence
+    return state
+
+
+BOT_NAMES = ("random", "greedy", "margin", "perfect")
 """The names of the built-in bots, as the environments, the scripts and the web app accept
-them (weakest first): the bots the batched engine plays from its tables
-(:data:`buttonup_env.engine.batch.BOT_KINDS`), each with a class here."""
+them (weakest first). ``margin`` plays every round for its largest margin; ``perfect`` plays
+the game being played perfectly: the match, or in a one-round episode the round."""
 
-BOT_CLASSES: dict[str, type[RandomBot | GreedyBot | PerfectBot]] = {
+BOT_CLASSES: dict[str, type[RandomBot | GreedyBot | MarginBot | PerfectBot]] = {
     "random": RandomBot,
     "greedy": GreedyBot,
+    "margin": MarginBot,
     "perfect": PerfectBot,
 }
 """The class of each built-in bot, by its name (:func:`make_bot` makes one)."""
@@ -201,11 +269,18 @@ def graded_p(name: str) -> float | None:
     return p
 
 
-def make_bot(name: str, seed: int | np.random.Generator | None = None) -> Player:
-    """The bot called ``name``: ``random``, ``greedy``, ``perfect`` or a graded ``perfect-P``.
+def make_bot(
+    name: str, seed: int | np.random.Generator | None = None, objective: str = "match"
+) -> Player:
+    """The bot called ``name``: ``random``, ``greedy``, ``margin``, ``perfect`` or a graded
+    ``perfect-P``; ``objective`` is what ``perfect`` and ``perfect-P`` play for (``"round"`` in
+    a one-round episode).
 
     Raises ``ValueError`` naming the allowed names for any other name.
     """
+    check_objective(objective)
+    if name == "perfect":
+        return PerfectBot(seed, objective)
     if name in BOT_CLASSES:
         return BOT_CLASSES[name](seed)
     p = graded_p(name)
@@ -214,4 +289,4 @@ def make_bot(name: str, seed: int | np.random.Generator | None = None) -> Player
             f"{name!r} is not a bot; the bots are {', '.join(BOT_NAMES)} and the graded "
             f"{GRADED_PREFIX}P (a random move with probability P, e.g. {GRADED_PREFIX}0.3)"
         )
-    return GradedBot(p, seed)
+    return GradedBot(p, seed, objective)

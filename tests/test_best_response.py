@@ -1,0 +1,187 @@
+"""The match's best response (buttonup_env.players.best_response): the issue's figures, the two
+ways of solving it (rings for bots, boards for anyone) against each other, a brute force over
+the rules engine's positions, and the best response played in real matches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from buttonup_env.game import solver
+from buttonup_env.game.match import Match
+from buttonup_env.game.rules import LAYOUTS, State, other
+from buttonup_env.players.best_response import (
+    BestResponseBot,
+    match_best_response,
+    match_exploitability,
+)
+from buttonup_env.players.bots import GradedBot, MarginBot, PerfectBot, make_bot
+from buttonup_env.players.shipped import shipped_policy_path
+
+
+class LowestBest:
+    """A deterministic margin player: the lowest slot of the round solver's best value. Only
+    ``act`` is known to the best response, so it is solved on boards, in both seats."""
+
+    def act(self, state: State) -> int:
+        values = solver.move_values(state)
+        return min(slot for slot, v in values.items() if v == max(values.values()))
+
+
+def test_perfect_play_of_the_match_cannot_be_exploited() -> None:
+    assert 0.0 <= match_exploitability(PerfectBot(), 15) <= 1e-9
+
+
+def test_the_margin_player_gives_away_five_and_a_half_points() -> None:
+    """The issue's figures: a best response to the margin player wins 55.25% or 56.03% from
+    0-0 depending on who starts, 55.64% on average."""
+    solved = match_best_response(MarginBot(), 15)
+    assert solved.exploitability == pytest.approx(0.0564, abs=5e-5)
+    assert solved.wins[("R", "R")] == pytest.approx(0.5525, abs=5e-5)
+    assert solved.wins[("R", "B")] == pytest.approx(0.5603, abs=5e-5)
+    assert "0.0564" in solved.summary()
+
+
+def test_a_round_objective_is_the_margin_player() -> None:
+    margin = match_exploitability(MarginBot(), 7)
+    assert match_exploitability(PerfectBot(objective="round"), 7) == margin
+    with pytest.raises(ValueError, match="plays the round"):
+        match_exploitability(GradedBot(0.2, objective="round"), 7)
+
+
+@pytest.mark.parametrize("name", ["random", "greedy", "margin", "perfect", "perfect-0.25"])
+def test_rings_and_boards_agree(name: str) -> None:
+    """Bots are solved on rings; on the rules engine's boards (where policies are solved)
+    the figure is the same."""
+    rings = match_best_response(make_bot(name), 2)
+    boards = match_best_response(make_bot(name), 2, on_boards=True)
+    assert boards.exploitability == pytest.approx(rings.exploitability, abs=1e-12)
+    for key, value in rings.wins.items():
+        assert boards.wins[key] == pytest.approx(value, abs=1e-12)
+
+
+def test_no_player_is_below_zero() -> None:
+    for name in ("random", "greedy", "margin", "perfect", "perfect-0.5"):
+        assert match_exploitability(make_bot(name), 4) >= 0.0
+
+
+def brute_force_target_one(player: object, player_colour: str) -> dict[str, float]:
+    """The best response's probability of winning a match to one point against a player that
+    chooses one move per position, by a search over the rules engine's positions: at one
+    point a round decides unless tied (then the other player starts), so the best response
+    plays for the round's sign, and the two starters' probabilities are a 2x2 system."""
+    memo: dict[tuple[tuple[str, ...], str], int] = {}
+    responder = other(player_colour)  # type: ignore[arg-type]
+
+    def best(state: State) -> int:
+        key = (state.board, state.to_move)
+        if key not in memo:
+            if state.round_over:
+                strength = state.strength
+                memo[key] = int(np.sign(strength[responder] - strength[player_colour]))
+            elif state.to_move == player_colour:
+                memo[key] = best(state.play(player.act(state)))  # type: ignore[attr-defined]
+            else:
+                memo[key] = max(best(state.play(slot)) for slot in state.legal_moves())
+        return memo[key]
+
+    rates = {}
+    for first in "RB":
+        outcomes = np.array([best(State.new_round(lay, first, target=1)) for lay in LAYOUTS])  # type: ignore[arg-type]
+        rates[first] = (np.mean(outcomes == 1), np.mean(outcomes == 0))
+    (win_r, tie_r), (win_b, tie_b) = rates["R"], rates["B"]
+    w_r = (win_r + tie_r * win_b) / (1 - tie_r * tie_b)
+    return {"R": w_r, "B": win_b + tie_b * w_r}
+
+
+def test_boards_against_a_brute_force_for_any_player() -> None:
+    """A player known only by ``act``, solved on boards in both seats, against a search of
+    the rules engine's positions."""
+    player = LowestBest()
+    solved = match_best_response(player, 1)
+    for colour in "RB":
+        expected = brute_force_target_one(player, colour)
+        for first in "RB":
+            assert solved.wins[(colour, first)] == pytest.approx(expected[first], abs=1e-12)
+
+
+@pytest.mark.slow
+def test_a_policy_on_boards_against_a_brute_force() -> None:
+    """The shipped policy, asked in batches through its encoding, against the same search
+    with its own ``act``."""
+    from buttonup_env import load_policy
+
+    policy = load_policy(shipped_policy_path("buttonup-ppo"))
+    solved = match_best_response(policy, 1)
+    expected = brute_force_target_one(policy, "R")
+    for first in "RB":
+        assert solved.wins[("R", first)] == pytest.approx(expected[first], abs=1e-12)
+
+
+def play(
+    first_player: object, second_player: object, matches: int, seed: int, target: int = 15
+) -> int:
+    """Matches won by ``first_player`` over ``matches`` real matches, seats and first starters
+    balanced (the package's own Match)."""
+    rng = np.random.default_rng(seed)
+    won = 0
+    for i in range(matches):
+        match = Match(rng, target=target, first="RB"[i % 2])
+        colour = "RB"[(i // 2) % 2]
+        while not match.over:
+            if match.state.round_over:
+                match.next_round()
+            state = match.state
+            mover = first_player if state.to_move == colour else second_player
+            match.play(mover.act(state))  # type: ignore[attr-defined]
+        won += match.winner == colour
+    return won
+
+
+@pytest.mark.slow
+def test_the_best_response_wins_what_it_should_in_real_matches() -> None:
+    """Played in 3,000 matches against the margin player, the best response wins within the
+    confidence interval of the exact 55.64% (the issue measured 1,696 of 3,000)."""
+    margin = MarginBot(11)
+    best = BestResponseBot(margin, 15, seed=12)
+    matches = 3000
+    won = play(best, margin, matches, seed=13)
+    exact = 0.5 + best.solved.exploitability
+    assert abs(won / matches - exact) < 3 * np.sqrt(exact * (1 - exact) / matches)
+
+
+def test_the_best_response_bot_plays_legal_moves_and_knows_its_target() -> None:
+    best = BestResponseBot(MarginBot(1), 5, seed=3)
+    state = State.new_round(LAYOUTS[100], "B", target=5, score={"R": 2, "B": 4})
+    values = best.move_values(state)
+    assert sorted(values) == list(state.legal_moves())
+    assert best.act(state) in values
+    with pytest.raises(ValueError, match="solved for matches to 5"):
+        best.move_values(State.new_round(LAYOUTS[100], "B", target=6))
+    assert 0 <= play(best, MarginBot(4), 20, seed=1, target=5) <= 20
+
+
+def test_against_perfect_play_the_best_response_is_perfect_play() -> None:
+    """Against the match-perfect player, the best response's move values are the match's."""
+    from buttonup_env.game.equity import match_move_values
+
+    best = BestResponseBot(PerfectBot(), 6, seed=0)
+    state = State.new_round(LAYOUTS[77], "R", target=6, score={"R": 3, "B": 1})
+    state = state.play(state.legal_moves()[0])
+    for slot, value in best.move_values(state).items():
+        assert value == pytest.approx(match_move_values(state)[slot], abs=1e-12)
+
+
+def test_a_player_that_lifts_an_illegal_slot_is_named() -> None:
+    class Broken:
+        def act(self, state: State) -> int:
+            return 99
+
+    with pytest.raises(ValueError, match="lifted slot 99"):
+        match_exploitability(Broken(), 1)
+
+
+@pytest.mark.parametrize("target", [0, 101, "x"])
+def test_bad_targets_are_refused(target: object) -> None:
+    with pytest.raises(ValueError, match="target="):
+        match_exploitability(MarginBot(), target)  # type: ignore[arg-type]
