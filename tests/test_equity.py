@@ -4,6 +4,8 @@ the rules engine's positions, the Bellman equation at round starts, and closed f
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -155,7 +157,7 @@ def test_a_truncated_match_tends_to_the_match() -> None:
     win) tends to the match's, geometrically (a tie is about one round in twenty)."""
     full = match_equity(3).red
     gaps = [np.max(np.abs(match_equity(3, rounds_left=n).red - full)) for n in (1, 4, 8, 16)]
-    assert all(later < earlier for earlier, later in zip(gaps, gaps[1:], strict=False))
+    assert all(later < earlier for earlier, later in itertools.pairwise(gaps))
     assert gaps[-1] < 1e-9
 
 
