@@ -10,20 +10,27 @@ import os
 from gymnasium.envs.registration import register, registry
 
 from .envs.env import ButtonUpEnv
+from .game.equity import match_equity, match_move_values
 from .game.match import Match
 from .game.rules import LAYOUTS, State
-from .players.bots import GreedyBot, PerfectBot, Player, RandomBot
+from .players.best_response import BestResponseBot, match_exploitability
+from .players.bots import GreedyBot, MarginBot, PerfectBot, Player, RandomBot
 
 __all__ = [
     "LAYOUTS",
+    "BestResponseBot",
     "ButtonUpEnv",
     "GreedyBot",
+    "MarginBot",
     "Match",
     "PerfectBot",
     "Player",
     "RandomBot",
     "State",
     "load_policy",
+    "match_equity",
+    "match_exploitability",
+    "match_move_values",
 ]
 
 __version__ = "0.1.0"
