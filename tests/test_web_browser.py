@@ -301,7 +301,45 @@ def test_a_record_replayed_forward_and_back(server: tuple[str, Any], browser: We
     assert text(browser, "replay-pos") == f"{total} / {total}"
     assert (text(browser, "score-R"), text(browser, "score-B")) == ("9", "18")
     assert text(browser, "turn").startswith("Match over: Black wins 18 - 9")
+    tall = [
+        s for s in browser.find_elements(By.CSS_SELECTOR, ".slot") if s.get_attribute("data-stack")
+    ]
+    assert [len(s.get_attribute("data-stack")) for s in tall] == [9]  # the final stack
+    assert hidden_slots(browser) == []
     assert console_errors(browser) == []
+
+
+HIDDEN_SLOTS = """
+const box = (e) => e.getBoundingClientRect();
+const meets = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+const slots = [...document.querySelectorAll('.slot')];
+const found = [];
+for (const slot of slots) {
+  const coins = [...slot.querySelectorAll('.coin')].map(box);
+  if (!coins.length) continue;
+  const own = box(slot.querySelector('.pad'));
+  const s = {
+    left: Math.min(...coins.map((c) => c.left)), right: Math.max(...coins.map((c) => c.right)),
+    top: Math.min(...coins.map((c) => c.top)), bottom: Math.max(...coins.map((c) => c.bottom)),
+  };
+  if (s.left < own.left - 1 || s.right > own.right + 1 || s.top < own.top - 1
+      || s.bottom > own.bottom + 1) found.push(`slot ${slot.dataset.slot} leaves its circle`);
+  for (const other of slots) {
+    if (other === slot) continue;
+    for (const part of ['.pad', '.slot-number']) {
+      if (meets(s, box(other.querySelector(part)))) {
+        found.push(`slot ${slot.dataset.slot} covers ${part} of slot ${other.dataset.slot}`);
+      }
+    }
+  }
+}
+return found;
+"""
+
+
+def hidden_slots(browser: WebDriver) -> list[str]:
+    """What a drawn stack covers: another slot's circle or number, or more than its own circle."""
+    return browser.execute_script(HIDDEN_SLOTS)
 
 
 def test_records_are_listed_a_page_at_a_time(data_dir: Path, browser: WebDriver) -> None:

@@ -10,6 +10,7 @@ const PAD = 50; // radius of a slot
 const COIN_RX = 30;
 const COIN_RY = 7;
 const COIN_STEP = 14; // height of a button's rim: the part of it left in sight under the next
+const STACK_ROOM = 2 * PAD - 12; // a stack stays inside its slot's circle, scaled down if tall
 const LABEL_DROP = 80; // slot numbers, under their slot
 const HINT_RING = 122; // hint values, inside the circle
 
@@ -53,6 +54,22 @@ function coin(button, x, y) {
   return group;
 }
 
+// A stack's buttons, bottom to top, centred in its slot's circle: a tall stack (the final
+// stack of nine) is drawn smaller rather than over the next slot and its number.
+function stackCoins(stack, x, y) {
+  const group = el("g", { class: "stack" });
+  const height = stack.length * COIN_STEP + 2 * COIN_RY;
+  const scale = Math.min(1, STACK_ROOM / height);
+  if (scale < 1) {
+    group.setAttribute("transform", `translate(${x} ${y}) scale(${scale}) translate(${-x} ${-y})`);
+  }
+  const top = y - height / 2 + COIN_RY; // the top face of the highest button
+  [...stack].forEach((button, level) => {
+    group.append(coin(button, x, top + (stack.length - 1 - level) * COIN_STEP));
+  });
+  return group;
+}
+
 function slotGroup(slot, stack, view) {
   const [x, y] = polar(RING, slot);
   const legal = view.legal.has(slot);
@@ -76,9 +93,7 @@ function slotGroup(slot, stack, view) {
   });
   group.append(el("circle", { class: "pad", cx: x, cy: y, r: PAD }));
   if (legal) group.append(el("circle", { class: "legal-ring", cx: x, cy: y, r: PAD + 7 }));
-  [...stack].forEach((button, height) => {
-    group.append(coin(button, x, y + 10 - height * COIN_STEP));
-  });
+  group.append(stackCoins(stack, x, y));
   group.append(
     el("text", { class: "slot-number", x, y: y + LABEL_DROP, "aria-hidden": "true" }, slot),
   );
