@@ -185,3 +185,24 @@ def test_a_player_that_lifts_an_illegal_slot_is_named() -> None:
 def test_bad_targets_are_refused(target: object) -> None:
     with pytest.raises(ValueError, match="target="):
         match_exploitability(MarginBot(), target)  # type: ignore[arg-type]
+
+
+def test_perfect_play_of_the_match_beats_the_margin_player() -> None:
+    """Exactly, perfect play of the match (uniform among its best moves) wins 54.35% of
+    matches to 15 against the margin player; a head-to-head sums to one."""
+    from buttonup_env.players.best_response import match_result
+
+    perfect_wins = match_result(PerfectBot(), MarginBot(), 15)
+    assert perfect_wins == pytest.approx(0.54345, abs=5e-5)
+    assert match_result(MarginBot(), PerfectBot(), 15) == pytest.approx(1 - perfect_wins, abs=1e-12)
+    assert match_result(PerfectBot(), PerfectBot(), 9) == pytest.approx(0.5, abs=1e-12)
+
+
+@pytest.mark.slow
+def test_a_head_to_head_on_boards_sums_to_one() -> None:
+    """A player known only by ``act`` is played on boards, in either seat."""
+    from buttonup_env.players.best_response import match_result
+
+    on_boards = match_result(LowestBest(), make_bot("greedy"), 1)
+    assert 0.5 < on_boards < 1.0
+    assert match_result(make_bot("greedy"), LowestBest(), 1) == pytest.approx(1 - on_boards)

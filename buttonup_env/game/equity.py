@@ -34,7 +34,7 @@ with the square of the target, and targets above :data:`MAX_SOLVED_TARGET` are r
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -108,19 +108,19 @@ class Graph:
     def solve(
         self,
         utility: np.ndarray,
-        seat: int | None = None,
-        probabilities: Sequence[np.ndarray] | None = None,
+        players: Mapping[int, Sequence[np.ndarray]] | None = None,
         slopes: bool = False,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Every node's value for each column of ``utility`` ``(MARGINS, K)``: what a round
         ending with Red's margin ``m`` is worth to Red (row ``m + 18``) in each of ``K`` games.
 
-        Red maximises, Black minimises, except that the ``seat`` (0 Red, 1 Black, or None)
-        plays by ``probabilities`` (per level, ``(3, n, K or 1)``: each move's probability, 0
-        for a move the position lacks). Returns the value array and, with ``slopes``, the
+        Red maximises, Black minimises, except a colour in ``players`` (0 Red, 1 Black), which
+        plays by its probabilities (per level, ``(3, n, K or 1)``: each move's probability, 0 for
+        a move the position lacks). Returns the value array and, with ``slopes``, the
         derivative of each value with respect to the tie's utility (row 18) along the line of
         play (the first best move, or the player's mixture).
         """
+        players = {} if players is None else players
         n = self.size
         values = np.empty((2 * n + MARGINS + 2, utility.shape[1]))
         values[2 * n : 2 * n + MARGINS] = utility
@@ -134,9 +134,8 @@ class Graph:
             for colour, sources, best in ((0, level.red, np.max), (1, level.black, np.min)):
                 moves = values.take(sources, axis=0)  # (3, nodes, K)
                 rows = slice(colour * n + level.lo, colour * n + level.hi)
-                if colour == seat:
-                    assert probabilities is not None
-                    p = probabilities[i]
+                if colour in players:
+                    p = players[colour][i]
                     values[rows] = (p * moves).sum(axis=0)
                     if ties is not None:
                         ties[rows] = (p * ties.take(sources, axis=0)).sum(axis=0)
