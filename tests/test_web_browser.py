@@ -311,7 +311,8 @@ def test_a_record_replayed_forward_and_back(server: tuple[str, Any], browser: We
 
 HIDDEN_SLOTS = """
 const box = (e) => e.getBoundingClientRect();
-const meets = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+const meets = (a, b) =>
+  a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
 const slots = [...document.querySelectorAll('.slot')];
 const found = [];
 for (const slot of slots) {
