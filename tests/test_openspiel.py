@@ -624,3 +624,37 @@ def test_bad_players_and_games_are_refused_in_a_sentence() -> None:
         bo.bot("random", pyspiel.load_game("tic_tac_toe"))
     with pytest.raises(ValueError, match="no player moves in this state"):
         bo.bot("random", game).step(game.new_initial_state())
+
+
+@pytest.mark.slow
+def test_expectiminimax_agrees_with_the_match_solver_on_a_short_match() -> None:
+    """OpenSpiel's own expectiminimax on a match small enough to search: to one point, the
+    first layout fixed and Red starting, cut after two rounds (a draw, 0 to both). The layout's
+    best round is a tie, so the value goes through the second round: Black starts it (equal
+    scores: who did not start), its 1,680 layouts are drawn by chance, and a second tie is a
+    draw. Every first move's value equals the package's truncated match (a draw is worth half
+    a win: OpenSpiel's return v is the probability (1 + v) / 2)."""
+    from buttonup_env.game.equity import match_equity, match_move_values
+
+    layout = LAYOUTS[3]
+    game = load(target=1, layout=format_board(layout), first="R", max_rounds=2)
+    second_rounds: dict[str, float] = {}
+
+    def second_round(state: Any) -> float:
+        """A chance node before round 2, searched once (every tied line leads to the same)."""
+        key = str(state.child(0))
+        if key not in second_rounds:
+            second_rounds[key] = minimax.expectiminimax(state, 8, second_round, 0)[0]
+        return second_rounds[key]
+
+    root = game.new_initial_state()
+    values = match_move_values(State.new_round(layout, "R", target=1), rounds_left=2)
+    assert sorted(values) == root.legal_actions()
+    for action in root.legal_actions():
+        value, _ = minimax.expectiminimax(root.child(action), 7, second_round, 0)
+        assert (1 + value) / 2 == pytest.approx(values[action], abs=1e-12)
+    assert len(second_rounds) == 1  # the tie was reached, and searched
+    (value,) = second_rounds.values()
+    black_starts = match_equity(1, rounds_left=1).red[0, 0, 1]
+    assert (1 + value) / 2 == pytest.approx(black_starts, abs=1e-12)
+    assert 0.0 < black_starts < 1.0 and max(values.values()) == pytest.approx(black_starts)
