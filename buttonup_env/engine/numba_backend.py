@@ -26,6 +26,7 @@ from ..game.encoding import ENCODINGS, MAX_LEGAL
 from ..game.rules import NUM_SLOTS
 from . import kernels
 from .batch import Batch, Generators, Outcome, Ply, Rules, Status
+from .numpy_backend import MATCH_ENCODINGS, with_match
 from .tables import GameTables
 
 _STATUSES = tuple(Status)
@@ -148,6 +149,15 @@ class NumbaBackend:
         out: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         envs, own = _games(envs), _games(own)
+        if encoding in MATCH_ENCODINGS:  # the encoding it extends, compiled, then the match
+            base, masks = self.observe(batch, MATCH_ENCODINGS[encoding], envs, own)
+            boards, score, starter = batch.board[envs], batch.score[envs], batch.starter[envs]
+            t = self.rules.target
+            obs = with_match(self.tables, encoding, base, boards, own, score, starter, t)
+            if out is None:
+                return obs, masks
+            out[envs] = obs
+            return out, masks
         at_envs = out is not None
         if out is None:
             out = np.empty((len(envs), ENCODINGS[encoding].size), dtype=np.float32)
@@ -159,6 +169,7 @@ class NumbaBackend:
         return out, masks
 
     def masks(self, encoding: str, boards: np.ndarray) -> np.ndarray:
-        out = np.empty((len(boards), NUM_SLOTS if encoding == "slots" else MAX_LEGAL), np.int8)
-        self._masks(_games(boards), self.records, encoding == "slots", out)
+        slots = ENCODINGS[encoding].actions == NUM_SLOTS
+        out = np.empty((len(boards), NUM_SLOTS if slots else MAX_LEGAL), np.int8)
+        self._masks(_games(boards), self.records, slots, out)
         return out

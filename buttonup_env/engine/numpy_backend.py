@@ -57,6 +57,10 @@ def bot_moves(
     return pick(slots[boards, mover], counts[boards, mover], uniforms)
 
 
+MATCH_ENCODINGS = {"match-slots": "slots", "match-afterstates": "afterstates"}
+"""The encodings that see the match, and the encoding each one extends."""
+
+
 def observations(
     tables: GameTables,
     encoding: str,
@@ -64,11 +68,18 @@ def observations(
     own: np.ndarray,
     score: np.ndarray,
     target: int,
+    starter: np.ndarray | None = None,
 ) -> np.ndarray:
     """Observations of ``boards`` in ``encoding`` from the side of ``own`` (one colour per
-    board), with the match ``score`` (Red's then Black's points, one row per board) for the
-    ``slots`` encoding: the floats of :mod:`buttonup_env.game.encoding` for those positions,
-    gathered from the tables' planes."""
+    board), with the match ``score`` (Red's then Black's points, one row per board) and who
+    started each round (``starter``, 0 Red, 1 Black: needed by the match encodings): the
+    floats of :mod:`buttonup_env.game.encoding` for those positions, gathered from the tables'
+    planes."""
+    if encoding in MATCH_ENCODINGS:
+        if starter is None:
+            raise ValueError(f"the {encoding!r} encoding needs who started each round")
+        base = observations(tables, MATCH_ENCODINGS[encoding], boards, own, score, target)
+        return with_match(tables, encoding, base, boards, own, score, starter, target)
     n = len(boards)
     side = own * len(tables.stacks)  # the planes seen by Red, then those seen by Black
     if encoding == "slots":
@@ -91,10 +102,53 @@ def observations(
     return planes.reshape(n, -1)
 
 
+def with_match(
+    tables: GameTables,
+    encoding: str,
+    base: np.ndarray,
+    boards: np.ndarray,
+    own: np.ndarray,
+    score: np.ndarray,
+    starter: np.ndarray,
+    target: int,
+) -> np.ndarray:
+    """The observations of a match encoding from those of the encoding it extends (``base``,
+    of the same positions): ``match-slots`` adds whether ``own`` started the round,
+    ``match-afterstates`` the match after each view's move (see
+    :mod:`buttonup_env.game.encoding`)."""
+    n = len(boards)
+    if encoding == "match-slots":
+        obs = np.empty((n, base.shape[1] + 1), dtype=np.float32)
+        obs[:, :-1] = base
+        obs[:, -1] = starter == own
+        return obs
+    view = base.shape[1] // MAX_LEGAL
+    obs = np.zeros((n, MAX_LEGAL, view + 4), dtype=np.float32)
+    obs[:, :, :view] = base.reshape(n, MAX_LEGAL, view)
+    slots = tables.legal_slots[boards].astype(np.int64)  # (n, 3), -1 past the legal ones
+    live = slots >= 0
+    child = tables.next_board[boards[:, None], np.maximum(slots, 0)]
+    over = live & tables.over[np.maximum(child, 0)]
+    margin = np.where(over, tables.final_margin[np.maximum(child, 0)], 0).astype(np.int64)
+    red = score[:, 0, None] + np.maximum(margin, 0)
+    black = score[:, 1, None] + np.maximum(-margin, 0)
+    after = np.where(red != black, (red > black).astype(np.int64), 1 - starter[:, None])
+    starts = np.where(over, after, starter[:, None])  # the next round's starter, or this one's
+    mine = np.where(own[:, None] == RED, red, black)
+    theirs = np.where(own[:, None] == RED, black, red)
+    obs[:, :, view] = np.minimum(mine / target, 1.0)
+    obs[:, :, view + 1] = np.minimum(theirs / target, 1.0)
+    obs[:, :, view + 2] = 1.0 / target
+    obs[:, :, view + 3] = starts == own[:, None]
+    obs[~live] = 0.0
+    return obs.reshape(n, -1)
+
+
 def action_masks(tables: GameTables, encoding: str, boards: np.ndarray) -> np.ndarray:
-    """int8 masks of the legal actions on ``boards``: over the nine slots for ``slots``, over
-    the three views of the legal slots otherwise."""
-    return (tables.legal_int8 if encoding == "slots" else tables.legal_views_int8)[boards]
+    """int8 masks of the legal actions on ``boards``: over the nine slots for the slot
+    encodings, over the three views of the legal slots otherwise."""
+    slots = ENCODINGS[encoding].actions == NUM_SLOTS
+    return (tables.legal_int8 if slots else tables.legal_views_int8)[boards]
 
 
 class NumpyBackend:
@@ -295,7 +349,13 @@ class NumpyBackend:
         colour per game), and their int8 masks. Into a new array, one row per game, or with
         ``out`` into its rows ``envs``."""
         obs = observations(
-            self.tables, encoding, batch.board[envs], own, batch.score[envs], self.rules.target
+            self.tables,
+            encoding,
+            batch.board[envs],
+            own,
+            batch.score[envs],
+            self.rules.target,
+            batch.starter[envs],
         )
         if out is not None:
             out[envs] = obs

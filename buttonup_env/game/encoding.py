@@ -28,6 +28,22 @@ policies on them play every round for the largest margin.
     that received a button (the rules engine computes it; no solver is involved), then two
     flags: the move earns another turn, and the move ends the round. Feature
     ``245*a + 27*i + 3*h + c`` for the ring, ``245*a + 243`` and ``245*a + 244`` for the flags.
+
+Two encodings see the match as well, for players of the match, whose best move depends on the
+score and on who started the round (it decides who starts the next one after equal scores):
+
+``match-slots`` (247 floats; the observation of ``ButtonUp-v1``)
+    The ``slots`` encoding, then feature 246: 1 when the player started the round under way.
+
+``match-afterstates`` (747 floats)
+    Each view of ``afterstates`` (245 floats), then the match after the move (4 floats): the
+    player's score / target and the opponent's (both capped at 1), 1 / target, and 1 when the
+    player starts the round that the position after the move belongs to. A move that ends the
+    round adds the round's points to the score, and its round is the next one (whose starter
+    the starting rule gives). View ``a`` is features ``249*a`` to ``249*a + 248``.
+
+Each encoding says what it sees of the match (``sees_score``, ``sees_starter``): a player that
+sees neither plays a round alike at every score.
 """
 
 from __future__ import annotations
@@ -37,7 +53,18 @@ from typing import ClassVar
 
 import numpy as np
 
-from .rules import CLOCKWISE_AFTER, NUM_SLOTS, Color, State, is_whole_number, other, sow
+from .rules import (
+    CLOCKWISE_AFTER,
+    NUM_SLOTS,
+    Color,
+    State,
+    is_whole_number,
+    next_starter,
+    other,
+    round_points,
+    sow,
+    strength,
+)
 
 HEIGHTS = 9
 CHANNELS = 3
@@ -91,6 +118,8 @@ class SlotEncoding:
     name: ClassVar[str] = "slots"
     size: ClassVar[int] = BOARD_FEATURES + 3
     actions: ClassVar[int] = NUM_SLOTS
+    sees_score: ClassVar[bool] = True
+    sees_starter: ClassVar[bool] = False
 
     def mask(self, state: State) -> np.ndarray:
         """Boolean mask over the nine slots: True where the slot may be lifted."""
@@ -139,6 +168,8 @@ class RingEncoding:
     view_size: ClassVar[int] = BOARD_FEATURES
     size: ClassVar[int] = MAX_LEGAL * view_size  # 729
     actions: ClassVar[int] = MAX_LEGAL
+    sees_score: ClassVar[bool] = False
+    sees_starter: ClassVar[bool] = False
 
     def encode(self, state: State, own: Color | None = None) -> np.ndarray:
         """The three views of ``state`` for ``own`` (default: the player to move)."""
@@ -213,6 +244,56 @@ class AfterstateEncoding(RingEncoding):
 
 _ZERO_AFTER_VIEW = bytes(AfterstateEncoding.view_size * 4)
 
+
+def _match(score: tuple[int, int], target: int, starter: Color, own: Color) -> list[float]:
+    """The four match features of the ``match-afterstates`` views (see the module docstring)."""
+    mine, theirs = score if own == "R" else score[::-1]
+    return [min(mine / target, 1.0), min(theirs / target, 1.0), 1.0 / target, float(starter == own)]
+
+
+class MatchSlotEncoding(SlotEncoding):
+    """The ``match-slots`` encoding (see the module docstring): ``ButtonUp-v1``'s observation,
+    the ``slots`` encoding and whether the player started the round under way."""
+
+    name: ClassVar[str] = "match-slots"
+    size: ClassVar[int] = BOARD_FEATURES + 4
+    sees_starter: ClassVar[bool] = True
+
+    def encode(self, state: State, own: Color) -> np.ndarray:
+        """The observation of ``state`` for player ``own``."""
+        out = np.empty(self.size, dtype=np.float32)
+        out[:-1] = super().encode(state, own)
+        out[-1] = float(state.starter == own)
+        return out
+
+
+class MatchAfterstateEncoding(AfterstateEncoding):
+    """The ``match-afterstates`` encoding (see the module docstring): the ``afterstates`` views,
+    each with the match after its move."""
+
+    name: ClassVar[str] = "match-afterstates"
+    view_size: ClassVar[int] = AfterstateEncoding.view_size + 4
+    size: ClassVar[int] = MAX_LEGAL * view_size  # 747
+    sees_score: ClassVar[bool] = True
+    sees_starter: ClassVar[bool] = True
+
+    def encode(self, state: State, own: Color | None = None) -> np.ndarray:
+        """One view per legal move: the ``afterstates`` view and the match after the move."""
+        own = state.to_move if own is None else own
+        base = super().encode(state, own).reshape(MAX_LEGAL, AfterstateEncoding.view_size)
+        out = np.zeros((MAX_LEGAL, self.view_size), dtype=np.float32)
+        out[:, : AfterstateEncoding.view_size] = base
+        for a, slot in enumerate(state.legal_moves()):
+            board, _ = sow(state.board, slot)
+            score, starter = state.score_pair, state.starter
+            if sum(1 for stack in board if stack) == 1:  # the move ends the round
+                points = round_points(strength("".join(board)))
+                score = (score[0] + points["R"], score[1] + points["B"])
+                starter = next_starter({"R": score[0], "B": score[1]}, starter)
+            out[a, AfterstateEncoding.view_size :] = _match(score, state.target, starter, own)
+        return out.reshape(-1)
+
+
 Encoding = SlotEncoding | RingEncoding
 """An observation encoding: a :class:`SlotEncoding` or a :class:`RingEncoding` (which
 :class:`AfterstateEncoding` is)."""
@@ -221,5 +302,7 @@ ENCODINGS: dict[str, Encoding] = {
     SlotEncoding.name: SlotEncoding(),
     RingEncoding.name: RingEncoding(),
     AfterstateEncoding.name: AfterstateEncoding(),
+    MatchSlotEncoding.name: MatchSlotEncoding(),
+    MatchAfterstateEncoding.name: MatchAfterstateEncoding(),
 }
 """The encodings by name (the name is stored in every exported policy)."""

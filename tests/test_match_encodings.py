@@ -1,0 +1,81 @@
+"""The encodings that see the match (``match-slots``, ``match-afterstates``): the batched engine's
+observations of both backends equal the encoding's own, and the features mean what they say."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from buttonup_env.engine.numpy_backend import observations
+from buttonup_env.engine.tables import game_tables
+from buttonup_env.game.encoding import ENCODINGS
+from buttonup_env.game.rules import COLORS, LAYOUTS, State
+
+MATCH = ("match-slots", "match-afterstates")
+
+
+def positions(count: int, seed: int) -> list[State]:
+    """Positions of random rounds at random scores, starters and targets, some at round ends
+    that reach the target."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        target = int(rng.integers(1, 30))
+        r, b = (int(v) for v in rng.integers(0, target, size=2))
+        starter = COLORS[int(rng.integers(2))]
+        state = State.new_round(LAYOUTS[int(rng.integers(len(LAYOUTS)))], starter)
+        state = State(state.board, starter, {"R": r, "B": b}, target, starter)
+        for _ in range(int(rng.integers(0, 8))):
+            state = state.play(int(rng.choice(state.legal_moves())))
+        out.append(state)
+    return out
+
+
+@pytest.mark.parametrize("name", MATCH)
+def test_the_engine_observes_as_the_encoding(name: str) -> None:
+    tables = game_tables()
+    states = positions(400, seed=1)
+    own = np.array([int(np.random.default_rng(i).integers(2)) for i in range(len(states))])
+    boards = np.array([tables.index_of(s.board) for s in states])
+    score = np.array([s.score_pair for s in states])
+    starter = np.array([COLORS.index(s.starter) for s in states])
+    for i, state in enumerate(states):  # one target per call: the engine's batches share one
+        got = observations(
+            tables,
+            name,
+            boards[i : i + 1],
+            own[i : i + 1],
+            score[i : i + 1],
+            state.target,
+            starter[i : i + 1],
+        )[0]
+        want = ENCODINGS[name].encode(state, COLORS[own[i]])
+        np.testing.assert_array_equal(got, want)
+
+
+def test_match_slots_is_slots_and_who_started() -> None:
+    state = positions(1, seed=3)[0]
+    for own in COLORS:
+        obs = ENCODINGS["match-slots"].encode(state, own)
+        np.testing.assert_array_equal(obs[:-1], ENCODINGS["slots"].encode(state, own))
+        assert obs[-1] == (state.starter == own)
+
+
+def test_a_view_that_ends_the_round_sees_the_score_after_it_and_the_next_starter() -> None:
+    """Red leads 6-5 to 7 and started; a move that ends the round with Black 2 up makes it 6-7:
+    Black has won the match, and Red (behind) would start the next round."""
+    encoding = ENCODINGS["match-afterstates"]
+    rng = np.random.default_rng(5)
+    for _ in range(2000):
+        state = State.new_round(LAYOUTS[int(rng.integers(len(LAYOUTS)))], "R")
+        while state.stacks > 2:
+            state = state.play(int(rng.choice(state.legal_moves())))
+        state = State(state.board, state.to_move, {"R": 6, "B": 5}, 7, "R")
+        for a, slot in enumerate(state.legal_moves()):
+            final = state.play(slot)
+            if final.round_points["B"] == 2:
+                view = encoding.encode(state, "R").reshape(3, -1)[a]
+                assert view[-6] == 0.0 and view[-5] == 1.0  # not another turn; the round's end
+                np.testing.assert_allclose(view[-4:], [6 / 7, 1.0, 1 / 7, 1.0], rtol=1e-6)
+                return
+    pytest.fail("no round ended with Black two points up")
