@@ -79,3 +79,30 @@ def test_a_view_that_ends_the_round_sees_the_score_after_it_and_the_next_starter
                 np.testing.assert_allclose(view[-4:], [6 / 7, 1.0, 1 / 7, 1.0], rtol=1e-6)
                 return
     pytest.fail("no round ended with Black two points up")
+
+
+def test_the_engine_values_moves_as_the_match_solver() -> None:
+    """The batched engine's match values (read through the tables' rings) equal
+    ``match_move_values``, and its perfect moves are among the best."""
+    from buttonup_env.engine.numpy_backend import match_moves, match_values
+    from buttonup_env.game.equity import best_moves, match_move_values
+
+    tables = game_tables()
+    states = [s for s in positions(300, seed=7) if not s.round_over]
+    states = [s for s in states if max(s.score_pair) < s.target <= 9]
+    for target in sorted({s.target for s in states}):
+        group = [s for s in states if s.target == target]
+        boards = np.array([tables.index_of(s.board) for s in group])
+        mover = np.array([COLORS.index(s.to_move) for s in group])
+        score = np.array([s.score_pair for s in group])
+        starter = np.array([COLORS.index(s.starter) for s in group])
+        values = match_values(tables, boards, mover, score, starter, target)
+        slots = match_moves(tables, boards, mover, score, starter, target, np.full(len(group), 0.7))
+        for i, state in enumerate(group):
+            exact = match_move_values(state)
+            legal = list(state.legal_moves())
+            np.testing.assert_allclose(
+                values[i, : len(legal)], [exact[s] for s in legal], atol=1e-12
+            )
+            assert np.isnan(values[i, len(legal) :]).all()
+            assert slots[i] in best_moves(exact)

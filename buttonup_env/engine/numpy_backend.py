@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..game.encoding import ENCODINGS, MAX_LEGAL
-from ..game.rules import LAYOUTS, NUM_SLOTS
+from ..game.equity import TIE_TOLERANCE, round_graph, round_values
+from ..game.rules import LAYOUTS, MAX_ROUND_MARGIN, NUM_SLOTS
 from .batch import (
     BOT_KINDS,
     MAX_PLIES,
@@ -55,6 +56,62 @@ def bot_moves(
         return pick(tables.legal_slots[boards], tables.num_legal[boards], uniforms)
     slots, counts = getattr(tables, f"{BOT_KINDS[kind]}_choices")
     return pick(slots[boards, mover], counts[boards, mover], uniforms)
+
+
+def match_values(
+    tables: GameTables,
+    boards: np.ndarray,
+    mover: np.ndarray,
+    score: np.ndarray,
+    starter: np.ndarray,
+    target: int,
+) -> np.ndarray:
+    """``(n, 3)``: the mover's probability of winning the match after each legal slot of
+    ``boards`` (in increasing order; NaN past the last), under perfect play of the match, at
+    each game's ``score`` (Red's, Black's points) and ``starter`` (0 Red, 1 Black): the values
+    of :func:`buttonup_env.game.equity.match_move_values`, read from the rounds' values of
+    :func:`buttonup_env.game.equity.round_values` through the tables' ``ring_nodes``."""
+    n = round_graph().size
+    slots = tables.legal_slots[boards].astype(np.int64)
+    live = slots >= 0
+    child = tables.next_board[boards[:, None], np.maximum(slots, 0)].astype(np.int64)
+    child = np.maximum(child, 0)
+    extra = tables.extra_turn[boards[:, None], np.maximum(slots, 0)]
+    after = np.where(extra, mover[:, None], 1 - mover[:, None])
+    rows = np.where(
+        tables.over[child],
+        2 * n + MAX_ROUND_MARGIN + tables.final_margin[child].astype(np.int64),
+        after * n + tables.ring_nodes[child, after],
+    )
+    red = np.full(rows.shape, np.nan)
+    columns = np.stack([score[:, 0], score[:, 1], starter], axis=1).astype(np.int64)
+    distinct, which = np.unique(columns, axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    for k, (r, b, s) in enumerate(distinct.tolist()):
+        games = np.flatnonzero(which == k)
+        red[games] = round_values(target, r, b, s)[rows[games]]
+    mine = np.where(mover[:, None] == RED, red, 1.0 - red)
+    return np.where(live, mine, np.nan)
+
+
+def match_moves(
+    tables: GameTables,
+    boards: np.ndarray,
+    mover: np.ndarray,
+    score: np.ndarray,
+    starter: np.ndarray,
+    target: int,
+    uniforms: np.ndarray,
+) -> np.ndarray:
+    """The slots perfect play of the match lifts: one of the moves of the best
+    :func:`match_values` (within :data:`~buttonup_env.game.equity.TIE_TOLERANCE`), chosen by
+    ``uniforms`` as :func:`pick` chooses."""
+    values = match_values(tables, boards, mover, score, starter, target)
+    top = np.nanmax(values, axis=1, keepdims=True)
+    best = values >= top - TIE_TOLERANCE  # NaN (no move) compares False
+    order = np.argsort(~best, axis=1, kind="stable")
+    slots = np.take_along_axis(tables.legal_slots[boards].astype(np.int64), order, axis=1)
+    return pick(slots, best.sum(axis=1), uniforms)
 
 
 MATCH_ENCODINGS = {"match-slots": "slots", "match-afterstates": "afterstates"}

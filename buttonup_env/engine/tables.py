@@ -25,10 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from ..game.encoding import CHANNELS, MAX_LEGAL, STACK_FEATURES
+from ..game.equity import round_graph
 from ..game.rules import CLOCKWISE_AFTER, LAYOUTS, NUM_SLOTS, sow_counting_stacks, white_slots
+from ..game.solver import canonical, mover_view
 
 RED, BLACK = 0, 1
-FORMAT = 1
+FORMAT = 2
 """Version of the cached file; bump it whenever what is cached changes."""
 _BOARDS_REACHABLE = 315_480
 
@@ -73,7 +75,22 @@ def _walk() -> dict[str, np.ndarray]:
         "boards": np.array([[stack_id[s] for s in b] for b in boards], dtype=np.int16),
         "next_board": np.array(next_board, dtype=np.int32),
         "extra_turn": np.array(extra_turn, dtype=bool),
+        "ring_nodes": _ring_nodes(boards),
     }
+
+
+def _ring_nodes(boards: list[tuple[str, ...]]) -> np.ndarray:
+    """(NB, 2): the node of :func:`buttonup_env.game.equity.round_graph` of each board seen by
+    Red (0) and by Black (1) as the mover; -1 once the round is over."""
+    graph = round_graph()
+    out = np.full((len(boards), 2), -1, dtype=np.int32)
+    for colour in (RED, BLACK):
+        mover = "R" if colour == RED else "B"
+        for i, board in enumerate(boards):
+            ring = mover_view(board, mover)
+            if len(ring) > 1:
+                out[i, colour] = graph.index[canonical(ring)[0]]
+    return out
 
 
 def _load_or_walk() -> dict[str, np.ndarray]:
@@ -115,6 +132,9 @@ class GameTables:
     * ``move_values`` (NB, 2, 9) int8: the exact value of each legal move for the mover
       (``[board, colour, slot]``; -128 where illegal), ``perfect_moves`` the best ones.
     * ``greedy_moves`` (NB, 2, 9) bool: the moves the greedy bot chooses among.
+    * ``ring_nodes`` (NB, 2) int32: the position of
+      :func:`buttonup_env.game.equity.round_graph` that each board is with Red (0) or Black
+      (1) to move (-1 once the round is over): where the match's values are read.
     """
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
@@ -122,6 +142,7 @@ class GameTables:
         self.boards = arrays["boards"]
         self.next_board = arrays["next_board"]
         self.extra_turn = arrays["extra_turn"]
+        self.ring_nodes = arrays["ring_nodes"]
         self.legal = self.next_board >= 0
         self.num_legal = self.legal.sum(axis=1).astype(np.int8)
         self.legal_int8 = self.legal.astype(np.int8)

@@ -496,8 +496,12 @@ def match_equity(target: int = DEFAULT_TARGET, *, rounds_left: int | None = None
 
 
 @functools.lru_cache(maxsize=64)
-def _round_values(target: int, r: int, b: int, starter: int, rounds_left: int | None) -> np.ndarray:
-    """Every node's value (Red's probability) in a round at ``(r, b)`` started by ``starter``."""
+def round_values(
+    target: int, r: int, b: int, starter: int, rounds_left: int | None = None
+) -> np.ndarray:
+    """Every position's value (Red's probability of winning the match under perfect play of
+    the match) in a round at ``(r, b)`` started by ``starter`` (0 Red, 1 Black): a read-only
+    value array of :func:`round_graph` (see :class:`Graph`). Cached for the 64 latest."""
     graph = round_graph()
     if rounds_left is None:
         later = _table(target, None)
@@ -526,7 +530,7 @@ def _red_values(state: State, rounds_left: int | None) -> dict[int, float]:
             f"the match is already won at {r}-{b} (target {target}); there is no move to value"
         )
     starter = _STARTER_INDEX[state.starter]
-    return round_graph().move_values(state, _round_values(target, r, b, starter, rounds_left))
+    return round_graph().move_values(state, round_values(target, r, b, starter, rounds_left))
 
 
 def match_move_values(state: State, *, rounds_left: int | None = None) -> dict[int, float]:

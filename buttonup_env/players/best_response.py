@@ -703,8 +703,9 @@ def match_result(first: object, second: object, target: int = DEFAULT_TARGET) ->
         graph = board_graph()
     wins = []
     for seat in (RED, BLACK):
-        asks = _ask_any(players[0], graph, target, seat), _ask_any(
-            players[1], graph, target, 1 - seat
+        asks = (
+            _ask_any(players[0], graph, target, seat),
+            _ask_any(players[1], graph, target, 1 - seat),
         )
 
         def rounds(columns: list[Column], asks=asks, seat=seat) -> equity.RoundStarts:
