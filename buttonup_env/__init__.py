@@ -13,6 +13,7 @@ from .envs.env import ButtonUpEnv
 from .game.equity import match_equity, match_move_values
 from .game.match import Match
 from .game.rules import LAYOUTS, State
+from .players.audit import audit
 from .players.best_response import BestResponseBot, match_exploitability
 from .players.bots import GreedyBot, MarginBot, PerfectBot, Player, RandomBot
 
@@ -27,6 +28,7 @@ __all__ = [
     "Player",
     "RandomBot",
     "State",
+    "audit",
     "load_policy",
     "match_equity",
     "match_exploitability",

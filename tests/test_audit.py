@@ -1,0 +1,81 @@
+"""The audit of every decision a player can meet (buttonup_env.players.audit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from buttonup_env.engine.tables import game_tables
+from buttonup_env.game.equity import match_move_values
+from buttonup_env.game.rules import State, parse_board
+from buttonup_env.players.audit import KINDS, audit, reachable_decisions
+from buttonup_env.players.bots import MarginBot, PerfectBot, RandomBot
+
+
+def test_every_real_choice_at_0_0_is_audited() -> None:
+    """774,168 decisions with two legal moves or more: every position reachable from the
+    1,680 set-ups and both starters under any play, with its mover."""
+    tables = game_tables()
+    rounds = [reachable_decisions(tables, s) for s in (0, 1)]
+    assert sum(len(r.boards) for r in rounds) == 774_168
+    assert all((tables.num_legal[r.boards] >= 2).all() for r in rounds)
+    assert len(rounds[0].boards) == len(rounds[1].boards)  # the colours swapped
+
+
+def test_perfect_play_of_the_match_makes_no_match_mistake() -> None:
+    found = audit(PerfectBot())
+    assert found.total.choices == 774_168
+    assert found.total.wrong == 0 and found.total.loss == 0.0 and found.worst == []
+    assert found.total.wrong_round > 0  # it gives round points away where the match asks
+
+
+def test_the_margin_player_errs_only_where_the_match_asks_for_another_move() -> None:
+    """The issue's figure: the margin player loses 0.000027 of winning probability per real
+    choice at 0-0, and never a round point."""
+    found = audit(MarginBot())
+    assert found.total.mean_loss == pytest.approx(0.000027, abs=5e-7)
+    assert found.total.wrong_round == 0
+    agree, differ = (found.by_kind[kind] for kind in KINDS)
+    assert agree.wrong == 0 and differ.wrong > 0
+    assert agree.choices + differ.choices == found.total.choices
+    assert sum(t.choices for t in found.by_move.values()) == found.total.choices
+    worst = found.worst[0]
+    state = State(parse_board(worst.board), worst.mover, {"R": 0, "B": 0}, 15, worst.starter)  # type: ignore[arg-type]
+    values = match_move_values(state)
+    assert worst.values == pytest.approx(values)
+    lifted = [slot for slot, p in worst.played.items() if p > 0]
+    assert worst.loss == pytest.approx(
+        np.mean([max(values.values()) - values[s] for s in lifted]), abs=1e-12
+    )
+    assert [d.loss for d in found.worst] == sorted((d.loss for d in found.worst), reverse=True)
+    assert "0-0" in found.summary() and worst.board in found.summary()
+
+
+def test_scores_are_audited_one_by_one() -> None:
+    found = audit(RandomBot(), [(3, 4), (14, 14)], target=15, worst=0)
+    assert set(found.by_score) == {(3, 4), (14, 14)}
+    assert found.total.choices == 2 * 774_168
+    picture = found.loss_by_score()
+    assert picture.shape == (15, 15) and np.isfinite(picture[3, 4]) and np.isnan(picture[0, 0])
+    assert found.worst == []
+
+
+@pytest.mark.parametrize(
+    ("scores", "message"),
+    [([(15, 0)], "score"), ([(-1, 0)], "score"), ([], "empty"), ("some", "'all'")],
+)
+def test_bad_scores_are_refused(scores: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        audit(RandomBot(), scores)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_the_shipped_agent_at_0_0() -> None:
+    """The issue's figures for the agent shipped before the match: 15,462 non-optimal choices
+    (2.00%), 0.00050 per choice, 0.025 where it errs; well under two minutes."""
+    from buttonup_env import load_policy
+
+    found = audit(load_policy("buttonup-ppo"))
+    assert found.total.wrong == 15_462
+    assert found.total.mean_loss == pytest.approx(0.00050, abs=1e-5)
+    assert found.seconds < 120
