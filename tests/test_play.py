@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from buttonup_env.game.equity import match_move_values
 from buttonup_env.game.match import Match
 from buttonup_env.game.rules import State
-from buttonup_env.players.bots import PerfectBot, RandomBot
+from buttonup_env.players.bots import MarginBot, RandomBot
 from buttonup_env.ui.play import EXIT_INTERRUPTED, OpponentError, Session, main
 
 ESC = "\x1b"
@@ -182,22 +183,50 @@ def test_ctrl_c_quits_with_status_130() -> None:
 # --- hints ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("color", ["R", "B"])
 def test_hints_are_the_solver_values(color: str) -> None:
+    """Each hint gives every legal move's chance of winning the match (the match solved, at
+    the position's score and starter) and its round margin (the round solver)."""
     argv = ["--opponent", "greedy", "--color", color, "--target", "3", "--seed", "11"]
     code, out, _ = play([*argv, "--hint", "--no-color"])
     assert code == 0
     hints = 0
     for question in re.finditer(r"^Your move.*\n(.*)$", out, re.M):
         before = out[: question.start()]
-        board = [stack for _, stack in SLOT_LINE.findall(before[before.rindex("Round ") :])]
-        state = State([("" if s == "." else s) for s in board], color)
+        header = before[before.rindex("Round ") :]
+        board = [stack for _, stack in SLOT_LINE.findall(header)]
+        red, black = (int(v) for v in re.search(r"Red.*? (\d+) - (\d+) Black", header).groups())  # type: ignore[union-attr]
+        starter = re.findall(r"^Round \d+: (You|Black|Red|The greedy bot) start", before, re.M)[-1]
+        started = (
+            color
+            if starter == "You"
+            else {"Red": "R", "Black": "B"}.get(starter, "RB".replace(color, ""))
+        )
+        state = State(
+            [("" if s == "." else s) for s in board], color, {"R": red, "B": black}, 3, started
+        )
         hint = re.fullmatch(
-            r"hint: (.*) \(final round margin for you with perfect play\)", question.group(1)
+            r"hint: (.*) \(your chance of winning the match with perfect play, and the round's "
+            r"final margin for you\)",
+            question.group(1),
         )
         assert hint is not None, question.group(1)
-        shown = {int(s): int(v) for s, v in re.findall(r"slot (\d) ([+-]?\d+)", hint.group(1))}
-        assert shown == PerfectBot().move_values(state)
+        shown = re.findall(r"slot (\d) (\d+\.\d)% \(([+-]?\d+)\)", hint.group(1))
+        assert {int(s): int(m) for s, _, m in shown} == MarginBot().move_values(state)
+        exact = match_move_values(state)
+        assert {int(s): float(p) for s, p, _ in shown} == {
+            s: round(100 * p, 1) for s, p in exact.items()
+        }
         hints += 1
     assert hints >= 3
+
+
+def test_the_solved_match_has_a_largest_target() -> None:
+    """Beyond the targets the match is solved for, the match's perfect player and the hints
+    are refused in one sentence; the margin player plays on."""
+    for argv in (["--opponent", "perfect"], ["--opponent", "margin", "--hint"]):
+        code, _out, err = play([*argv, "--target", "200", "--no-color"])
+        assert code == 2 and "solved for targets up to 100" in err and "Traceback" not in err
+    code, _, _ = play(["--opponent", "margin", "--target", "200", "--no-color"])
+    assert code == 0
 
 
 def test_no_hints_unless_asked() -> None:

@@ -216,6 +216,23 @@ class GradedBot(_SeededBot):
         return f"GradedBot({self.p:g}, objective='round')"
 
 
+def plays_the_match(player: object) -> bool:
+    """Whether ``player`` reads the solved match to choose its moves (perfect play of the
+    match, graded or not), so that it can play only targets the match is solved for."""
+    return isinstance(player, PerfectBot | GradedBot) and player.objective == "match"
+
+
+def check_target_for(player: object, target: int) -> None:
+    """``ValueError`` in one sentence when ``player`` plays the solved match and ``target`` is
+    above :data:`buttonup_env.game.equity.MAX_SOLVED_TARGET`."""
+    if plays_the_match(player) and target > equity.MAX_SOLVED_TARGET:
+        raise ValueError(
+            f"{player!r} plays the match perfectly, which is solved for targets up to "
+            f"{equity.MAX_SOLVED_TARGET}, not {target}; use a smaller target or the margin "
+            "player ('margin')"
+        )
+
+
 def _playing(state: State) -> State:
     _legal(state)  # a finished round: one sentence
     return state

@@ -127,10 +127,18 @@ def describe_move(
     return text + "."
 
 
-def hint_line(values: Mapping[int, int]) -> str:
-    """The solver's value of each legal move (``{slot: value}``), for the player to move."""
-    shown = ", ".join(f"slot {s} {v:+d}" if v else f"slot {s} 0" for s, v in values.items())
-    return f"hint: {shown} (final round margin for you with perfect play)"
+def hint_line(match: Mapping[int, float], margins: Mapping[int, int]) -> str:
+    """The exact value of each legal move for the player to move: its probability of winning
+    the match (``match``, ``{slot: probability}``) and the round's final margin
+    (``margins``), both with perfect play after it."""
+    shown = ", ".join(
+        f"slot {s} {100 * p:.1f}% ({f'{margins[s]:+d}' if margins[s] else '0'})"
+        for s, p in match.items()
+    )
+    return (
+        f"hint: {shown} (your chance of winning the match with perfect play, and the round's "
+        "final margin for you)"
+    )
 
 
 def starter_line(

@@ -40,9 +40,11 @@ import numpy as np
 
 from ..envs.env import make_opponent
 from ..envs.render import COLOR_NAMES, paint
+from ..game import solver
+from ..game.equity import MAX_SOLVED_TARGET, match_move_values
 from ..game.match import Match
 from ..game.rules import DEFAULT_TARGET, MAX_TARGET, MOVES_PER_ROUND, NUM_SLOTS, Color, State
-from ..players.bots import BOT_NAMES, PerfectBot, Player
+from ..players.bots import BOT_NAMES, Player, check_target_for
 from ..players.policy import PolicyError
 from ..players.shipped import shipped_policies
 from .cli import (
@@ -84,8 +86,13 @@ class OpponentError(Exception):
     """The opponent played an illegal move."""
 
 
-class _BadOpponent(Exception):
-    """``--opponent`` names no bot and no readable policy (the message is one line)."""
+class _BadFlag(Exception):
+    """A flag's value cannot be played (the message is one line): ``--opponent`` names no bot
+    and no readable policy, or a player of the solved match beyond the solved targets, or
+    ``--hint`` asks for the match's values there."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(f"{flag}: {message}")
 
 
 class Session:
@@ -98,7 +105,8 @@ class Session:
         stdin: where the person's moves are read.
         stdout: where everything is written.
         color: colour the buttons with ANSI codes.
-        hint: before each of the person's moves, show the exact value of every legal move.
+        hint: before each of the person's moves, show the exact value of every legal move:
+            its probability of winning the match and the round's final margin.
         echo: write each line read back after the prompt (for piped input).
         opponent_name: how the opponent is introduced.
         seed: shown in the opening line, so that the game can be replayed.
@@ -129,7 +137,6 @@ class Session:
         self.opponent_name = opponent_name
         self.seed = seed
         self.round = 1
-        self._solver = PerfectBot() if hint else None
 
     # --- output ------------------------------------------------------------------------------
     def say(self, text: str = "") -> None:
@@ -166,9 +173,8 @@ class Session:
         return describe_move(before, slot, after, self.human, self.paint)
 
     def hint_line(self, state: State) -> str:
-        """The solver's value of each legal move, for the person to move."""
-        assert self._solver is not None
-        return hint_line(self._solver.move_values(state))
+        """The exact value of each legal move, for the person to move."""
+        return hint_line(match_move_values(state), solver.move_values(state))
 
     # --- input -------------------------------------------------------------------------------
     def read_line(self) -> str:
@@ -337,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--hint",
         action="store_true",
-        help="show the exact value of every legal move before you choose",
+        help="show the exact value of every legal move before you choose: your chance of "
+        "winning the match with perfect play, and the round's final margin",
     )
     parser.add_argument(
         "--no-color",
@@ -376,8 +383,8 @@ def main(
         status = session.run()
         out.flush()
         return status
-    except _BadOpponent as error:
-        report(stderr, f"{parser.prog}: error: --opponent: {error}")
+    except _BadFlag as error:
+        report(stderr, f"{parser.prog}: error: {error}")
         return 2
     except KeyboardInterrupt:
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -404,11 +411,18 @@ def main(
 
 
 def _session(args: argparse.Namespace, stdin: Checked, stdout: Checked) -> Session:
-    """The session the parsed command line asks for; :class:`_BadOpponent` for a bad opponent."""
+    """The session the parsed command line asks for; :class:`_BadFlag` for a bad flag."""
     try:
         opponent, opponent_name = load_opponent(args.opponent)
+        check_target_for(opponent, args.target)
     except ValueError as error:
-        raise _BadOpponent(str(error)) from None
+        raise _BadFlag("--opponent", str(error)) from None
+    if args.hint and args.target > MAX_SOLVED_TARGET:
+        raise _BadFlag(
+            "--hint",
+            f"the hints are the solved match's values, solved for targets up to "
+            f"{MAX_SOLVED_TARGET}, not {args.target}",
+        )
     seed = args.seed if args.seed is not None else int(np.random.default_rng().integers(10**6))
     match = Match(np.random.default_rng(seed), target=args.target, first=None)
     reset = getattr(opponent, "reset", None)
