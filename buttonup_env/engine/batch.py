@@ -40,9 +40,11 @@ __all__ = [
     "round_reward",
 ]
 
-BOT_KINDS = ("random", "greedy", "perfect")
+BOT_KINDS = ("random", "greedy", "margin")
 """The bots the engine plays itself, from the tables' candidate moves, by kind number (0, 1, 2):
-the random bot (any legal slot), the greedy bot, the perfect bot (the exact solver's best)."""
+the random bot (any legal slot), the greedy bot, the margin player (the round solver's best).
+Perfect play of the match reads the match's values at each game's score
+(:func:`~buttonup_env.engine.numpy_backend.match_moves`): to the engine it is a policy."""
 POLICY = -1
 """The kind of a player the engine does not play: a policy, whose moves the caller chooses."""
 POLICY_MOVE = -2

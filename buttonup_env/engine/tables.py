@@ -130,7 +130,7 @@ class GameTables:
     * ``board_margin`` (NB,) int16: the same counting every stack as final (the greedy bot's
       measure).
     * ``move_values`` (NB, 2, 9) int8: the exact value of each legal move for the mover
-      (``[board, colour, slot]``; -128 where illegal), ``perfect_moves`` the best ones.
+      (``[board, colour, slot]``; -128 where illegal), ``margin_moves`` the best ones (the margin player's candidates).
     * ``greedy_moves`` (NB, 2, 9) bool: the moves the greedy bot chooses among.
     * ``ring_nodes`` (NB, 2) int32: the position of
       :func:`buttonup_env.game.equity.round_graph` that each board is with Red (0) or Black
@@ -167,11 +167,11 @@ class GameTables:
 
         self.move_values = self._solve()
         best = self.move_values.max(axis=2, keepdims=True)
-        self.perfect_moves = self.legal[:, None, :] & (self.move_values == best)
+        self.margin_moves = self.legal[:, None, :] & (self.move_values == best)
         self.greedy_moves = self._greedy()
         # the same choices as lists, for drawing one with a single look-up (see choices())
         self.random_choices = self.legal_slots, self.num_legal
-        self.perfect_choices = self._choices(self.perfect_moves)
+        self.margin_choices = self._choices(self.margin_moves)
         self.greedy_choices = self._choices(self.greedy_moves)
 
         # 27 observation features of every stack, seen by Red (0) and by Black (1)

@@ -423,7 +423,7 @@ def board_behaviour(player: object, tables: GameTables | None = None) -> BoardBe
     if isinstance(player, MarginBot) or (
         isinstance(player, PerfectBot) and player.objective == "round"
     ):
-        return TableBot(tables.perfect_moves, tables)
+        return TableBot(tables.margin_moves, tables)
     if isinstance(player, PerfectBot):
         return MatchPerfect(tables)
     if isinstance(player, GradedBot):
