@@ -129,8 +129,9 @@ class GameTables:
     * ``final_margin`` (NB,) int16: Red's strength minus Black's in the final stack (0 before).
     * ``board_margin`` (NB,) int16: the same counting every stack as final (the greedy bot's
       measure).
-    * ``move_values`` (NB, 2, 9) int8: the exact value of each legal move for the mover
-      (``[board, colour, slot]``; -128 where illegal), ``margin_moves`` the best ones (the margin player's candidates).
+    * ``move_values`` (NB, 2, 9) int8: the exact round value of each legal move for the mover
+      (``[board, colour, slot]``; -128 where illegal), ``margin_moves`` the best ones (the
+      margin player's candidates).
     * ``greedy_moves`` (NB, 2, 9) bool: the moves the greedy bot chooses among.
     * ``ring_nodes`` (NB, 2) int32: the position of
       :func:`buttonup_env.game.equity.round_graph` that each board is with Red (0) or Black
