@@ -12,16 +12,18 @@ How. For one seat of the player, the match is a game of one decision maker: the 
 maximises its probability of winning, and the player's moves are chance moves with its own
 probabilities. Its table of round starts is solved as the perfect players' is
 (:func:`buttonup_env.game.equity.solve_table`: scores in decreasing order, the tie's fixed
-point by Newton's method), with a backward pass over the rules engine's 315,480 boards
-(:mod:`buttonup_env.engine.tables`; not rings, since a policy may see where a stack lies).
+point by Newton's method), with a backward pass over the round's positions:
 
-What the player is asked. Its probabilities come from :func:`board_behaviour`: bots by their
-rule on every board at once; a policy through its batched inference on the observations its
-encoding makes, only at the positions a best response can reach (its own moves of probability
-0 prune the tree), and once per thing it tells apart (a policy that does not see the score is
-asked once per board). A player that sees its position from its own side (every bot and
-policy) gives away as much from either seat, so one seat is solved; any other player is asked
-in both.
+* a bot plays alike on every rotation of a board, so it is solved on the 25,608 rings of
+  :func:`~buttonup_env.game.equity.round_graph` (:class:`RingBot`: a second or less);
+* anyone else on the rules engine's 315,480 boards (:class:`BoardGraph`), since a policy may see
+  where a stack lies. A policy is asked through its batched inference on the observations its
+  encoding makes (:func:`board_behaviour`), only at the positions a best response can reach
+  (its own moves of probability 0 prune the tree), and once per thing it tells apart (one
+  that does not see the score is asked once per board).
+
+A player that sees its position from its own side (every bot and policy) gives away as much
+from either seat, so one seat is solved; any other player is asked in both.
 """
 
 from __future__ import annotations
@@ -241,8 +243,8 @@ class PolicyBehaviour:
 
     def __post_init__(self) -> None:
         encoding = self.policy.encoding
-        self.sees_score = bool(getattr(encoding, "sees_score", encoding.name == "slots"))
-        self.sees_starter = bool(getattr(encoding, "sees_starter", False))
+        self.sees_score = encoding.sees_score
+        self.sees_starter = encoding.sees_starter
 
     def probabilities(self, questions: Questions) -> np.ndarray:
         out = np.zeros((len(questions), 3))
@@ -259,6 +261,7 @@ class PolicyBehaviour:
                 np.full(n, questions.own),
                 score,
                 questions.target,
+                questions.starter[part],
             )
             logits = self.policy.logits(obs).astype(np.float64)
             slots = self.tables.legal_slots[boards].astype(np.int64)
