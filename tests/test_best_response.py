@@ -206,3 +206,48 @@ def test_a_head_to_head_on_boards_sums_to_one() -> None:
     on_boards = match_result(LowestBest(), make_bot("greedy"), 1)
     assert 0.5 < on_boards < 1.0
     assert match_result(make_bot("greedy"), LowestBest(), 1) == pytest.approx(1 - on_boards)
+
+
+class LinearPolicy:
+    """A policy of the ``match-afterstates`` encoding with random weights: one score per view
+    (the same weights for each), the best legal view played. Its ``logits`` are what the best
+    response asks in batches; its ``act`` what a player known only by ``act`` answers."""
+
+    deterministic = True
+
+    def __init__(self, seed: int) -> None:
+        from buttonup_env.game.encoding import ENCODINGS
+
+        self.encoding = ENCODINGS["match-afterstates"]
+        self.weights = np.random.default_rng(seed).normal(size=self.encoding.view_size)
+
+    def logits(self, observations: np.ndarray) -> np.ndarray:
+        views = observations.reshape(len(observations), 3, -1).astype(np.float64)
+        return (views @ self.weights).astype(np.float32)
+
+    def act(self, state: State) -> int:
+        logits = self.logits(self.encoding.encode(state, state.to_move)[None])[0]
+        legal = state.legal_moves()
+        return legal[int(np.argmax(logits[: len(legal)]))]
+
+
+class ActOnly:
+    def __init__(self, player: object) -> None:
+        self.player = player
+
+    def act(self, state: State) -> int:
+        return self.player.act(state)  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_a_policy_that_sees_the_match_is_asked_at_every_score_and_starter() -> None:
+    """A policy of a match encoding, asked in batches through its observations (one seat, by
+    the colours' symmetry), gives the same exploitability as the same player known only by
+    ``act`` (asked one position at a time, in both seats)."""
+    policy = LinearPolicy(3)
+    batched = match_best_response(policy, 2)
+    one_by_one = match_best_response(ActOnly(policy), 2)
+    assert batched.exploitability == pytest.approx(one_by_one.exploitability, abs=1e-12)
+    for key, value in one_by_one.wins.items():
+        assert batched.wins[key] == pytest.approx(value, abs=1e-12)
+    assert batched.questions < one_by_one.questions
