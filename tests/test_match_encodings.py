@@ -75,8 +75,11 @@ def test_a_view_that_ends_the_round_sees_the_score_after_it_and_the_next_starter
             final = state.play(slot)
             if final.round_points["B"] == 2:
                 view = encoding.encode(state, "R").reshape(3, -1)[a]
-                assert view[-6] == 0.0 and view[-5] == 1.0  # not another turn; the round's end
-                np.testing.assert_allclose(view[-4:], [6 / 7, 1.0, 1 / 7, 1.0], rtol=1e-6)
+                assert view[243] == 0.0 and view[244] == 1.0  # not another turn; the round's end
+                assert np.flatnonzero(view[245:266]).tolist() == [1]  # Red needs 1 more point
+                assert np.flatnonzero(view[266:287]).tolist() == [0]  # Black has won
+                assert view[287] == 1.0  # Red, behind, would start the next round
+                assert set(np.unique(view)) <= {0.0, 1.0}
                 return
     pytest.fail("no round ended with Black two points up")
 

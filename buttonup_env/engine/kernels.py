@@ -186,7 +186,7 @@ FLAGS = 9  # bit s: lifting s earns another turn; bit 9 + s: s is legal; bit 18 
 LEGAL_BIT, ENDS_BIT, COUNT_SHIFT, OVER_BIT = 9, 18, 27, 29
 RANDOM = 10  # the random bot's candidates: the legal slots, in increasing order
 GREEDY = 11  # 11 + mover: the greedy bot's candidates (mover 0 Red, 1 Black)
-MARGIN = 13  # 13 + mover: the round solver's best moves (the margin player's)
+MARGIN_MOVES = 13  # 13 + mover: the round solver's best moves (the margin player's)
 MARGIN = 15  # Red's strength minus Black's in the final stack (0 before the round's end)
 # A candidates word holds up to three slots, 4 bits each, and their number in bits 12-13.
 
@@ -225,7 +225,7 @@ def board_records(tables: GameTables) -> np.ndarray:
     records[:, FLAGS] = flags
     records[:, RANDOM] = _candidates(tables.legal_slots, tables.num_legal)
     records[:, GREEDY : GREEDY + 2] = _candidates(*tables.greedy_choices)
-    records[:, MARGIN : MARGIN + 2] = _candidates(*tables.margin_choices)
+    records[:, MARGIN_MOVES : MARGIN_MOVES + 2] = _candidates(*tables.margin_choices)
     records[:, MARGIN] = tables.final_margin
     return records
 
@@ -398,7 +398,7 @@ def _bot_plies(batch, ply, count, kinds, rules, records, g, out):
             elif kind == 1:
                 word = records[b, GREEDY + to_move[i]]
             else:
-                word = records[b, MARGIN + to_move[i]]
+                word = records[b, MARGIN_MOVES + to_move[i]]
             choice = np.int64(draws[i] * ((word >> 12) & 3))  # uniformly among them
             slot[i] = (word >> (4 * choice)) & 15
         if policies > 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..game.encoding import ENCODINGS, MAX_LEGAL
+from ..game.encoding import ENCODINGS, MAX_LEGAL, TO_GO
 from ..game.equity import TIE_TOLERANCE, round_graph, round_values
 from ..game.rules import LAYOUTS, MAX_ROUND_MARGIN, NUM_SLOTS
 from .batch import (
@@ -180,7 +180,7 @@ def with_match(
         obs[:, -1] = starter == own
         return obs
     view = base.shape[1] // MAX_LEGAL
-    obs = np.zeros((n, MAX_LEGAL, view + 4), dtype=np.float32)
+    obs = np.zeros((n, MAX_LEGAL, view + 2 * TO_GO + 1), dtype=np.float32)
     obs[:, :, :view] = base.reshape(n, MAX_LEGAL, view)
     slots = tables.legal_slots[boards].astype(np.int64)  # (n, 3), -1 past the legal ones
     live = slots >= 0
@@ -193,10 +193,10 @@ def with_match(
     starts = np.where(over, after, starter[:, None])  # the next round's starter, or this one's
     mine = np.where(own[:, None] == RED, red, black)
     theirs = np.where(own[:, None] == RED, black, red)
-    obs[:, :, view] = np.minimum(mine / target, 1.0)
-    obs[:, :, view + 1] = np.minimum(theirs / target, 1.0)
-    obs[:, :, view + 2] = 1.0 / target
-    obs[:, :, view + 3] = starts == own[:, None]
+    games, views = np.indices((n, MAX_LEGAL))
+    obs[games, views, view + np.clip(target - mine, 0, TO_GO - 1)] = 1.0
+    obs[games, views, view + TO_GO + np.clip(target - theirs, 0, TO_GO - 1)] = 1.0
+    obs[:, :, -1] = starts == own[:, None]
     obs[~live] = 0.0
     return obs.reshape(n, -1)
 

@@ -35,12 +35,16 @@ score and on who started the round (it decides who starts the next one after equ
 ``match-slots`` (247 floats; the observation of ``ButtonUp-v1``)
     The ``slots`` encoding, then feature 246: 1 when the player started the round under way.
 
-``match-afterstates`` (747 floats)
-    Each view of ``afterstates`` (245 floats), then the match after the move (4 floats): the
-    player's score / target and the opponent's (both capped at 1), 1 / target, and 1 when the
-    player starts the round that the position after the move belongs to. A move that ends the
-    round adds the round's points to the score, and its round is the next one (whose starter
-    the starting rule gives). View ``a`` is features ``249*a`` to ``249*a + 248``.
+``match-afterstates`` (864 floats in ``{0, 1}``)
+    Each view of ``afterstates`` (245 features), then the match after the move (43 features):
+    the points the player still needs to reach the target, one-hot over 0 (the match is won)
+    to 20 (20 or more), the same for the opponent, and 1 when the player starts the round that
+    the position after the move belongs to. A move that ends the round adds the round's points
+    to the score, and its round is the next one (whose starter the starting rule gives). View
+    ``a`` is features ``288*a`` to ``288*a + 287``: ``288*a + 245 + k`` is the player's ``k``
+    points to go, ``288*a + 266 + k`` the opponent's, ``288*a + 287`` the start. Every feature
+    is 0 or 1, at most 14 of them 1 in a view, as the first layer of the shipped policies'
+    network reads them fastest (:mod:`buttonup_env.learn.active`).
 
 Each encoding says what it sees of the match (``sees_score``, ``sees_starter``): a player that
 sees neither plays a round alike at every score.
@@ -245,10 +249,19 @@ class AfterstateEncoding(RingEncoding):
 _ZERO_AFTER_VIEW = bytes(AfterstateEncoding.view_size * 4)
 
 
-def _match(score: tuple[int, int], target: int, starter: Color, own: Color) -> list[float]:
-    """The four match features of the ``match-afterstates`` views (see the module docstring)."""
+TO_GO = 21
+"""The one-hot of a player's points to go in a ``match-afterstates`` view: 0 (won) to 20 (20 or
+more)."""
+
+
+def _match(score: tuple[int, int], target: int, starter: Color, own: Color) -> np.ndarray:
+    """The 43 match features of a ``match-afterstates`` view (see the module docstring)."""
     mine, theirs = score if own == "R" else score[::-1]
-    return [min(mine / target, 1.0), min(theirs / target, 1.0), 1.0 / target, float(starter == own)]
+    out = np.zeros(2 * TO_GO + 1, dtype=np.float32)
+    out[min(max(target - mine, 0), TO_GO - 1)] = 1.0
+    out[TO_GO + min(max(target - theirs, 0), TO_GO - 1)] = 1.0
+    out[-1] = float(starter == own)
+    return out
 
 
 class MatchSlotEncoding(SlotEncoding):
@@ -272,8 +285,8 @@ class MatchAfterstateEncoding(AfterstateEncoding):
     each with the match after its move."""
 
     name: ClassVar[str] = "match-afterstates"
-    view_size: ClassVar[int] = AfterstateEncoding.view_size + 4
-    size: ClassVar[int] = MAX_LEGAL * view_size  # 747
+    view_size: ClassVar[int] = AfterstateEncoding.view_size + 2 * TO_GO + 1
+    size: ClassVar[int] = MAX_LEGAL * view_size  # 864
     sees_score: ClassVar[bool] = True
     sees_starter: ClassVar[bool] = True
 

@@ -1,8 +1,9 @@
 """Binary views as lists of their active features, and a first layer that reads only those.
 
-A view of the ``afterstates`` or ``ring`` encoding (:mod:`buttonup_env.game.encoding`) has 245 or
-243 features, all 0 or 1, of which at most :data:`MAX_ACTIVE` are 1 (nine buttons, and in an
-afterstate view two flags). A dense first layer multiplies every one of them by its weights;
+A view of the ``afterstates``, ``ring`` or ``match-afterstates`` encoding
+(:mod:`buttonup_env.game.encoding`) has 245, 243 or 288 features, all 0 or 1, of which at most
+:data:`MAX_ACTIVE` are 1 (nine buttons; in an afterstate view two flags; in a match afterstate
+also each player's points to go and the start). A dense first layer multiplies every one of them by its weights;
 :func:`active_linear` adds up the weight rows of the active ones instead, which is the same
 sum with a twentieth of the arithmetic. :func:`active_features` makes the lists:
 ``RingPolicy(active_features=True)`` from the observations of each rollout step, and
@@ -22,8 +23,9 @@ import torch as th
 
 from ..engine.kernels import compile_kernel
 
-MAX_ACTIVE = 11
-"""Most features a view can have set: nine buttons and the two flags of an afterstate."""
+MAX_ACTIVE = 14
+"""Most features a view can have set: nine buttons, the two flags of an afterstate, and the
+three of the match in a ``match-afterstates`` view."""
 END = -1
 """Marks the end of a view's list of active features."""
 
