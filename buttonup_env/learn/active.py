@@ -3,9 +3,9 @@
 A view of the ``afterstates``, ``ring`` or ``match-afterstates`` encoding
 (:mod:`buttonup_env.game.encoding`) has 245, 243 or 288 features, all 0 or 1, of which at most
 :data:`MAX_ACTIVE` are 1 (nine buttons; in an afterstate view two flags; in a match afterstate
-also each player's points to go and the start). A dense first layer multiplies every one of them by its weights;
-:func:`active_linear` adds up the weight rows of the active ones instead, which is the same
-sum with a twentieth of the arithmetic. :func:`active_features` makes the lists:
+also each player's points to go and the start). A dense first layer multiplies every one of
+them by its weights; :func:`active_linear` adds up the weight rows of the active ones instead,
+which is the same sum with a twentieth of the arithmetic. :func:`active_features` makes the lists:
 ``RingPolicy(active_features=True)`` from the observations of each rollout step, and
 ``buttonup_env.learn.sb3.TensorRolloutBuffer`` once per rollout for the updates.
 
