@@ -393,7 +393,8 @@ def _first_guess(target: int, columns: list[Column], table: np.ndarray) -> np.nd
 
 
 def _solve_rounds_left(graph: RoundGraph, target: int, later: np.ndarray) -> np.ndarray:
-    """The table with ``rounds_left`` rounds to play, from the table with one fewer."""
+    """The table of a match with one more round left than ``later``'s (each round start's
+    value when an undecided match becomes ``later``'s after this round)."""
     columns = [(r, b, s) for r in range(target) for b in range(target) for s in (0, 1)]
     table = np.empty((target, target, 2))
     for chunk in range(0, len(columns), 64):
