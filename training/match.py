@@ -31,7 +31,7 @@ from buttonup_env.game.rules import MAX_ROUND_MARGIN
 from buttonup_env.players.best_response import match_best_response, match_result
 from buttonup_env.players.bots import MarginBot, PerfectBot
 from buttonup_env.ui.cli import check_outputs, run_cli, write_output
-from training.common import figure_png, pyplot
+from training.plots import figure_png, pyplot
 from training.typed_json import Range, check_fields
 
 
