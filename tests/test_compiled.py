@@ -24,6 +24,7 @@ from test_vector import CONFIGS, MODEL, pool_batch
 from buttonup_env.engine import kernels
 from buttonup_env.envs import vector
 from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.game.encoding import ENCODINGS
 from buttonup_env.players.batched import PolicyPlayer
 from buttonup_env.players.selfplay import OpponentMix, OpponentPool
 
@@ -142,7 +143,7 @@ def test_the_training_pool_equals_the_numpy_reference(tmp_path: Path, prioritize
     envs = [pool_env(tmp_path, prioritized, backend) for backend in ("numba", "numpy")]
     compare(envs, 100, seed=4)
     assert envs[0].pool.results and envs[0].pool.results == envs[1].pool.results
-    assert len(envs[0]._players) == 6  # the three bots and the three snapshots played
+    assert len(envs[0]._players) == 7  # the four bots and the three snapshots played
 
 
 def test_a_pool_in_match_episodes_equals_the_numpy_reference(tmp_path: Path) -> None:
@@ -153,7 +154,7 @@ def test_a_pool_in_match_episodes_equals_the_numpy_reference(tmp_path: Path) -> 
         for backend in ("numba", "numpy")
     ]
     compare(envs, 80, seed=5)
-    assert set(envs[0]._opponent.tolist()) == {0, 1, 2, 3}
+    assert set(envs[0]._opponent.tolist()) == {0, 1, 3, 4}  # random, greedy, perfect, snapshot
 
 
 @pytest.mark.parametrize("opponent", ["random", "perfect", str(MODEL)])
@@ -201,7 +202,7 @@ def test_encode_equals_the_numpy_reference() -> None:
     envs = both(40, opponent="greedy", episode="round", reward="round")
     compare(envs, 15, seed=8)
     rng = np.random.default_rng(8)
-    for encoding in ("slots", "ring", "afterstates"):
+    for encoding in ENCODINGS:
         for idx in (slice(None), slice(3, 30, 4), rng.permutation(40)[:17], np.array([5])):
             rows = np.arange(40)[idx]
             own = rng.integers(2, size=len(rows))

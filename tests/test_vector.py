@@ -21,7 +21,8 @@ from buttonup_env.engine.tables import game_tables
 from buttonup_env.envs.vector import ButtonUpVectorEnv
 from buttonup_env.game import solver
 from buttonup_env.game.encoding import ENCODINGS, legal_mask
-from buttonup_env.game.rules import LAYOUTS, MAX_ROUND_MARGIN, State, other, sow
+from buttonup_env.game.equity import best_moves, match_move_values
+from buttonup_env.game.rules import LAYOUTS, MAX_ROUND_MARGIN, NUM_SLOTS, State, other, sow
 from buttonup_env.players.bots import GreedyBot, immediate_margin
 from buttonup_env.players.selfplay import OpponentMix, OpponentPool
 from buttonup_env.players.shipped import shipped_policy_path
@@ -146,7 +147,8 @@ def check_batch(
             state, agent = ref.states[i], ref.agents[i]
             assert state.to_move == agent, "the env waits for the agent"
             assert np.array_equal(obs[i], encode(encoding, state, agent))
-            mask = legal_mask(state) if encoding == "slots" else ENCODINGS[encoding].mask(state)
+            slots = ENCODINGS[encoding].actions == NUM_SLOTS
+            mask = legal_mask(state) if slots else ENCODINGS[encoding].mask(state)
             assert np.array_equal(info["action_mask"][i], mask.astype(np.int8))
         assert list(info["agent_color"]) == ref.agents
         mask = info["action_mask"].astype(bool)
@@ -166,7 +168,7 @@ def check_batch(
         expected_reward += r
         expected_done |= d
         for i in np.flatnonzero(~illegal):
-            slot = actions[i] if encoding == "slots" else before[i].legal_moves()[actions[i]]
+            slot = actions[i] if actions_n == NUM_SLOTS else before[i].legal_moves()[actions[i]]
             assert events[0][0] == "move" and i in events[0][1]
             assert events[0][2][list(events[0][1]).index(i)] == slot
         np.testing.assert_array_equal(reward, expected_reward)
@@ -197,6 +199,8 @@ CONFIGS = [
     dict(opponent="greedy", episode="round", reward="match", encoding="afterstates"),
     dict(opponent="random", episode="round", reward="round", encoding="ring", target=5),
     dict(opponent="perfect", agent_color="B", target=3),
+    dict(opponent="margin", encoding="match-slots", target=4),
+    dict(opponent="perfect", encoding="match-afterstates", reward="round", target=3),
 ]
 
 
@@ -398,8 +402,29 @@ def opponent_moves(env: ButtonUpVectorEnv, steps: int = 60) -> list[tuple[State,
     return moves
 
 
-def test_perfect_opponent_plays_only_best_moves() -> None:
-    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="perfect", backend="numpy"))
+def test_perfect_opponent_plays_only_the_best_moves_of_the_match() -> None:
+    """In a match, ``perfect`` lifts a move of the best probability of winning the match, at
+    the game's own score and starter; it breaks ties among them at random."""
+    moves = opponent_moves(ButtonUpVectorEnv(32, opponent="perfect", backend="numpy", target=5))
+    assert len(moves) > 1000
+    assert len({s.score_pair for s, _ in moves}) > 5  # several scores, and both starters
+    assert {s.starter for s, _ in moves} == {"R", "B"}
+    tied = 0
+    for state, slot in moves:
+        best = best_moves(match_move_values(state))
+        assert slot in best
+        tied += len(best) > 1
+    assert tied and len({m for s, m in moves if len(best_moves(match_move_values(s))) > 1}) > 1
+
+
+@pytest.mark.parametrize(
+    ("opponent", "episode"), [("margin", "match"), ("margin", "round"), ("perfect", "round")]
+)
+def test_the_margin_player_plays_only_the_best_round_margins(opponent: str, episode: str) -> None:
+    """``margin`` plays every round for its largest margin; so does ``perfect`` in a
+    one-round episode, which pays the round."""
+    env = ButtonUpVectorEnv(32, opponent=opponent, backend="numpy", episode=episode)
+    moves = opponent_moves(env)
     assert len(moves) > 1000
     for state, slot in moves:
         values = solver.move_values(state)
@@ -475,8 +500,8 @@ def test_pool_opponents_are_drawn_per_episode(tmp_path: Path) -> None:
     env = ButtonUpVectorEnv(64, opponent=pool, episode="round")
     rollout(env, 0, steps=30)
     drawn = set(env._opponent.tolist())
-    assert drawn == {0, 1, 2, 3}  # the three bots and the snapshot
-    assert len(env._players) == 4
+    assert drawn == {0, 1, 3, 4}  # the random, greedy and perfect bots, and the snapshot
+    assert len(env._players) == 5  # the four bots (margin unused), then the snapshot
 
 
 def pool_batch(folder: Path, num_envs: int = 32, prioritized: float = 0.0) -> ButtonUpVectorEnv:

@@ -163,7 +163,8 @@ class NumbaBackend:
             out = np.empty((len(envs), ENCODINGS[encoding].size), dtype=np.float32)
         elif not (out.dtype == np.float32 and out.ndim == 2 and out.flags.c_contiguous):
             raise ValueError(f"out must be a contiguous 2-D float32 array, not {out.dtype}")
-        masks = np.empty((len(envs), NUM_SLOTS if encoding == "slots" else MAX_LEGAL), np.int8)
+        actions = ENCODINGS[encoding].actions
+        masks = np.empty((len(envs), actions), np.int8)
         view = kernels.view(self.tables, encoding)
         self._observe(batch, self.rules.target, view, envs, own, at_envs, out, masks)
         return out, masks

@@ -34,9 +34,9 @@ from ..engine.batch import (
     Status,
 )
 from ..engine.tables import game_tables
-from ..game.encoding import ENCODINGS, MAX_LEGAL, Encoding
+from ..game.encoding import ENCODINGS, Encoding
 from ..game.rules import COLORS, DEFAULT_TARGET, NUM_SLOTS, State, check_target, is_whole_number
-from ..players.batched import BotPlayer, PolicyPlayer, check_legal, choose_together
+from ..players.batched import BotPlayer, PolicyPlayer, Positions, check_legal, choose_together
 from ..players.bots import BOT_NAMES
 from ..players.shipped import shipped_policies
 from .interface import (
@@ -238,14 +238,15 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.backend: str = backend
         """The engine's backend: ``"numba"`` or ``"numpy"``."""
 
-        actions = NUM_SLOTS if encoding == "slots" else MAX_LEGAL
+        actions = ENCODINGS[encoding].actions
         self.single_action_space = spaces.Discrete(actions)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         size = ENCODING_SIZES[encoding]
         self.single_observation_space = spaces.Box(0.0, 1.0, (size,), np.float32)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
 
-        self._bots = {name: BotPlayer(name, self.tables) for name in BOT_NAMES}
+        objective = "round" if episode == "round" else "match"  # what "perfect" plays for
+        self._bots = {name: BotPlayer(name, self.tables, objective) for name in BOT_NAMES}
         self.pool = None
         self._players: list[Any] = []
         self._set_opponent(opponent)
@@ -374,11 +375,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     # --- seeding -----------------------------------------------------------------------------
     def _seed_generators(self, seed: int | None) -> None:
         sequence = np.random.SeedSequence(seed)
-        main, random_bot, greedy, perfect, policies = sequence.spawn(5)
+        main, random_bot, greedy, margin, policies, perfect = sequence.spawn(6)
         self._rng = np.random.default_rng(main)
         self._np_random = self._rng
         self._np_random_seed = seed
-        for name, child in zip(BOT_NAMES, (random_bot, greedy, perfect), strict=True):
+        children = {"random": random_bot, "greedy": greedy, "margin": margin, "perfect": perfect}
+        for name, child in children.items():
             self._bots[name].rng = np.random.default_rng(child)
         self._policy_rng = np.random.default_rng(policies)
         for player in self._players:
@@ -458,9 +460,22 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         boards = self._batch.board[pending]
         mover = self._batch.to_move[pending]
         slots = np.empty(len(pending), dtype=np.int64)
-        encodings = [player.encoding.name for player in players]
+        encodings = [None if p.encoding is None else p.encoding.name for p in players]
         ends = np.cumsum(counts)
-        for name in dict.fromkeys(encodings):  # one group per encoding, the players in order
+        for i, player in enumerate(players):  # a bot that reads the match: its own call
+            if encodings[i] is None:
+                rows = np.arange(ends[i] - counts[i], ends[i])
+                envs = pending[rows]
+                slots[rows] = player.choose(
+                    Positions(
+                        boards[rows],
+                        mover[rows],
+                        self._batch.score[envs],
+                        self.target,
+                        self._batch.starter[envs],
+                    )
+                )
+        for name in dict.fromkeys(e for e in encodings if e is not None):  # by encoding
             mine = [i for i, e in enumerate(encodings) if e == name]
             rows = (
                 slice(None)  # one encoding (a run's pool): every row, in order
@@ -533,7 +548,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         raise_illegal = self.illegal_action == "raise"
         self._unfinished = "step()"  # until every env waits for its agent again
         bad, count = self._backend.agent_moves(
-            self._batch, actions, self.encoding.name == "slots", raise_illegal, out
+            self._batch, actions, self.encoding.actions == NUM_SLOTS, raise_illegal, out
         )
         if bad >= 0 and raise_illegal:
             self._unfinished = None  # no env moved
@@ -561,7 +576,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     def _illegal(self, env: int, actions: np.ndarray) -> str:
         state = self._state(env)
         legal = state.legal_moves()
-        if self.encoding.name == "slots":
+        if self.encoding.actions == NUM_SLOTS:
             return state.why_illegal(int(actions[env]))
         return (
             f"action {int(actions[env])} has no legal move behind it; the actions are the legal "

@@ -22,11 +22,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..engine.batch import BOT_KINDS, POLICY
-from ..engine.numpy_backend import bot_moves, observations
+from ..engine.numpy_backend import bot_moves, match_moves, observations
 from ..engine.tables import GameTables, game_tables
 from ..game.encoding import Encoding
 from ..game.rules import COLORS, NUM_SLOTS, State
-from .bots import BOT_NAMES, GRADED_PREFIX, graded_name, graded_p
+from .bots import BOT_NAMES, GRADED_PREFIX, check_objective, graded_name, graded_p
 
 UNIFORMS = 2
 """Random numbers a player may use for each move (in ``[0, 1)``)."""
@@ -69,26 +69,39 @@ class BatchedPlayer(Protocol):
 
 
 class BotPlayer:
-    """A bot whose choices come from the game tables: ``random``, ``greedy``, ``perfect``, or a
-    graded ``perfect-P``, which lifts a uniformly random legal slot with probability ``P`` and
-    plays as the perfect bot otherwise (ties between equal moves broken uniformly). Uniform 0
-    of a move decides a random one, uniform 1 picks the slot; without uniforms it draws its
-    own from its ``rng``."""
+    """A bot: ``random``, ``greedy``, ``margin``, ``perfect``, or a graded ``perfect-P``, which
+    lifts a uniformly random legal slot with probability ``P`` and plays as the perfect bot
+    otherwise (ties between equal moves broken uniformly). Uniform 0 of a move decides a random
+    one, uniform 1 picks the slot; without uniforms it draws its own from :attr:`rng`.
+
+    ``objective`` is what ``perfect`` and ``perfect-P`` play for (see
+    :class:`~buttonup_env.players.bots.PerfectBot`): the match (the default; its moves read the
+    match's values at each game's score and starter,
+    :func:`~buttonup_env.engine.numpy_backend.match_moves`), or the round (one-round episodes:
+    the margin player's moves, from the tables). The random, greedy and margin bots, and
+    ``perfect`` of the round, are the engine's own table bots (:attr:`kind`)."""
 
     encoding: Encoding | None = None
 
-    def __init__(self, name: str, tables: GameTables | None = None) -> None:
+    def __init__(
+        self, name: str, tables: GameTables | None = None, objective: str = "match"
+    ) -> None:
         self.tables = tables if tables is not None else game_tables()
         p = graded_p(name)
         if name not in BOT_NAMES and p is None:
             raise ValueError(
                 f"{name!r} is not a bot; use {', '.join(BOT_NAMES)} or {GRADED_PREFIX}P"
             )
+        self.objective = check_objective(objective)
         self.name = graded_name(p) if p is not None else name
         self.p = 1.0 if name == "random" else (p if p is not None else 0.0)
-        self.kind = BOT_KINDS.index(name) if name in BOT_KINDS else POLICY
-        self.base = BOT_KINDS.index("greedy" if name == "greedy" else "perfect")
-        """The engine's bot that plays the moves that are not random."""
+        table = "margin" if name == "perfect" and objective == "round" else name
+        self.kind = BOT_KINDS.index(table) if table in BOT_KINDS else POLICY
+        if name in ("random", "greedy", "margin"):
+            self.base = name
+        else:  # perfect and the graded bots
+            self.base = "margin" if objective == "round" else "match"
+        """What plays the moves that are not random: a table bot of the engine, or the match."""
         self.rng = np.random.default_rng()
         """The generator of its own numbers (the batched env seeds it)."""
 
@@ -101,7 +114,12 @@ class BotPlayer:
         random = BOT_KINDS.index("random")
         if self.p >= 1.0:
             return bot_moves(t, random, boards, mover, uniforms[:, 1])
-        slots = bot_moves(t, self.base, boards, mover, uniforms[:, 1])
+        if self.base == "match":
+            slots = match_moves(
+                t, boards, mover, at.score, at.starter, at.target, uniforms[:, 1]
+            )
+        else:
+            slots = bot_moves(t, BOT_KINDS.index(self.base), boards, mover, uniforms[:, 1])
         if self.p > 0.0:
             wild = uniforms[:, 0] < self.p
             if wild.any():
@@ -109,6 +127,8 @@ class BotPlayer:
         return slots
 
     def __repr__(self) -> str:
+        if self.objective == "round" and self.name not in ("random", "greedy", "margin"):
+            return f"BotPlayer({self.name!r}, objective='round')"
         return f"BotPlayer({self.name!r})"
 
 
@@ -141,7 +161,7 @@ class PolicyPlayer:
         obs = at.observations
         if obs is None:
             t, name = self.tables, self.encoding.name
-            obs = observations(t, name, at.boards, at.mover, at.score, at.target)
+            obs = observations(t, name, at.boards, at.mover, at.score, at.target, at.starter)
         return choose_together([self], np.array([len(at.boards)]), at.boards, obs)
 
     def __repr__(self) -> str:
@@ -168,7 +188,7 @@ def choose_together(
         if player.rng is not None and not player.policy.deterministic:  # Gumbel-max sampling
             logits[rows] += player.rng.gumbel(size=(count, encoding.actions))
         start += count
-    slots = encoding.name == "slots"
+    slots = encoding.actions == NUM_SLOTS
     legal = tables.legal_int8 if slots else tables.legal_views_int8
     action = np.where(legal[boards].view(bool), logits, -np.inf).argmax(axis=1)
     return action if slots else tables.legal_slots[boards, action].astype(np.int64)
