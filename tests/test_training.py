@@ -1220,6 +1220,8 @@ SUMMARY = re.compile(
     r"mean round margin: (?P<margin>[+-][\d.]+) points over (?P<rounds>\d+) rounds\n"
     r"mean regret: (?P<regret>[\d.]+) round points per decision over (?P<decisions>\d+) "
     r"decisions\n"
+    r"mean match regret: (?P<match_regret>[\d.]+) of the probability of winning the match per "
+    r"decision\n"
     r"regret by move of the round \(1st to 8th\): (?P<by_move>[\d. ]+)\n"
     r"speed: (?P<speed>[\d.]+) matches/s"
 )
@@ -1244,6 +1246,7 @@ def test_evaluate_cli_prints_writes_and_records(tmp_path: Path) -> None:
     assert float(printed["margin"]) == round(figures["mean_round_margin"], 3)
     assert int(printed["rounds"]) == figures["rounds"]
     assert float(printed["regret"]) == round(figures["mean_regret"], 4)
+    assert float(printed["match_regret"]) == round(figures["mean_match_regret"], 5)
     assert int(printed["decisions"]) == figures["decisions"]
     by_move = [float(cell) for cell in printed["by_move"].split()]
     assert by_move == [round(r, 3) for r in figures["regret_by_move"]]
@@ -1268,6 +1271,23 @@ def test_evaluate_cli_prints_writes_and_records(tmp_path: Path) -> None:
     )
     assert replay.returncode == 0, replay.stdout
     assert "20 valid, 0 invalid" in replay.stdout
+
+
+def test_evaluate_cli_measures_both_exploitabilities(tmp_path: Path) -> None:
+    """``--opponent best-response``: the margin player gives nothing away in a round and
+    0.0564 of the match to 15; the bots beside it."""
+    figures_file = tmp_path / "figures.json"
+    args = ["--model", "margin", "--opponent", "best-response", "--no-progress"]
+    done = run(EVALUATE, *args, "--json", figures_file)
+    assert done.returncode == 0, done.stderr
+    assert "margin: match exploitability: 0.0564 (target 15" in done.stdout
+    assert "margin: round exploitability: 0.0000" in done.stdout
+    figures = json.loads(figures_file.read_text())
+    assert figures["margin"]["match"]["exploitability"] == pytest.approx(0.056387, abs=1e-6)
+    assert figures["margin"]["round"]["exploitability"] == pytest.approx(0.0, abs=1e-12)
+    assert figures["random"]["match"]["exploitability"] > 0.49
+    refused = run(EVALUATE, *args, "--target", "200")
+    assert refused.returncode == 2 and "solved for targets up to 100" in refused.stderr
 
 
 def test_evaluate_cli_plays_a_graded_bot(tmp_path: Path) -> None:

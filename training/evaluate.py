@@ -19,10 +19,14 @@ with probability P, the perfect move otherwise), the name of a shipped policy (`
 or a path to an exported ``.onnx`` policy (an SB3 ``.zip`` only with ``--trusted``: loading one
 runs pickled code).
 
-``--opponent best-response`` measures exploitability instead, exactly and without sampling: how
-many round points the best possible reply strategy gains against the model's greedy choices,
-beyond the game's value, averaged over all 1,680 set-ups and both seats at 0-0 (see
-``buttonup_env.players.exploit``). The random and greedy bots' figures are printed beside it.
+``--opponent best-response`` measures exploitability instead, exactly and without sampling, at
+both levels. The **match** exploitability: how much more often than half the best possible
+reply strategy wins the match to ``--target`` against the model, from 0-0, averaged over its
+seat and the first round's starter (``buttonup_env.players.best_response``; perfect play of
+the match scores 0, the margin player 0.0564 at 15). The **round** exploitability: how many
+round points the best reply gains against the model's choices in one round, beyond the round's
+value, averaged over all 1,680 set-ups and both seats at 0-0 (``buttonup_env.players.exploit``).
+The random and greedy bots' figures are printed beside them.
 """
 
 from __future__ import annotations
@@ -36,9 +40,11 @@ from typing import Annotated
 import tyro
 from tqdm import tqdm
 
+from buttonup_env.game.equity import MAX_SOLVED_TARGET
 from buttonup_env.game.files import reason
 from buttonup_env.game.records import write_records
 from buttonup_env.game.rules import LAYOUTS, MAX_TARGET
+from buttonup_env.players.best_response import match_best_response
 from buttonup_env.players.bots import BOT_NAMES, GreedyBot, Player, RandomBot, graded_p, make_bot
 from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
@@ -54,11 +60,12 @@ class EvaluateArgs:
     """Evaluate a policy (or bot) against an opponent over whole matches."""
 
     model: str
-    """The player measured: a .onnx policy, a shipped policy's name, random|greedy|perfect, or
-    a graded bot perfect-P (a random legal move with probability P, else the perfect one)."""
+    """The player measured: a .onnx policy, a shipped policy's name, random|greedy|margin|
+    perfect, or a graded bot perfect-P (a random legal move with probability P, else the
+    perfect one)."""
     opponent: str = "random"
-    """random|greedy|perfect, a graded bot perfect-P, a shipped policy's name, a path to another
-    policy, or best-response (exploitability)."""
+    """random|greedy|margin|perfect, a graded bot perfect-P, a shipped policy's name, a path to
+    another policy, or best-response (the match and round exploitability)."""
     matches: Matches = 1000
     """Matches to play."""
     seed: Seed = 0
@@ -111,20 +118,33 @@ BEST_RESPONSE = "best-response"
 
 
 def best_response(args: EvaluateArgs, model: Player) -> int:
-    """Print (and write with --json) the exploitability of the model and of two bots."""
+    """Print (and write with --json) the match and round exploitability of the model and of
+    two bots."""
     figures: dict[str, dict] = {}
     for name, player in ((args.model, model), ("random", RandomBot()), ("greedy", GreedyBot())):
+        with tqdm(
+            total=args.target**2, unit="score", disable=not args.progress, leave=False, desc=name
+        ) as bar:
+            match = match_best_response(
+                player, args.target, progress=lambda done, total, bar=bar: _count(bar, done, total)
+            )
         with tqdm(
             total=len(LAYOUTS), unit="set-up", disable=not args.progress, leave=False, desc=name
         ) as bar:
             result = exploitability(player, progress=lambda n, bar=bar: bar.update(n - bar.n))
-        figures[name] = asdict(result)
-        print(f"{name}: {result.summary()}")
+        figures[name] = {"match": match.to_dict(), "round": asdict(result)}
+        print(f"{name}: {match.summary()}")
+        print(f"{name}: round {result.summary()}")
     if args.json is not None:
         figures = {"opponent": BEST_RESPONSE, **figures}
         write_output(args.json, (json.dumps(figures, indent=2) + "\n").encode())
         print(f"figures written to {args.json}")
     return 0
+
+
+def _count(bar: tqdm, done: int, total: int) -> None:
+    bar.total = total
+    bar.update(done - bar.n)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         check_outputs([("--json", args.json), ("--record", args.record)], inputs, args.force)
         model = load_player(args.model, args.trusted)
         if args.opponent == BEST_RESPONSE:
+            if args.target > MAX_SOLVED_TARGET:
+                raise ValueError(
+                    f"--opponent {BEST_RESPONSE} measures the match to --target, which is "
+                    f"solved for targets up to {MAX_SOLVED_TARGET}, not {args.target}"
+                )
             return best_response(args, model)
         opponent = load_player(args.opponent, args.trusted)
     except ValueError as error:

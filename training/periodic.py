@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from buttonup_env.learn.onnx_writer import export_onnx
-from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.players.evaluation import EvaluationResult, evaluate_many
 from buttonup_env.players.league import rate_against_ladder
 from buttonup_env.players.policy import OnnxPolicy
 from training.config import RunConfig
 from training.distributed import Team
-from training.runfolder import EvalRow
+from training.runfolder import EVAL_BOTS, EvalRow
 
 PERIODIC_EVAL_SEED = 1000
 """Layouts of the periodic evaluations (the same at every evaluation, so rows compare)."""
@@ -78,7 +77,7 @@ def evaluate_learner(
             rating = error
         team.gather(rating)
         return None
-    played = evaluate_many(player, BOT_NAMES, config.eval_matches, seed=PERIODIC_EVAL_SEED)
+    played = evaluate_many(player, EVAL_BOTS, config.eval_matches, seed=PERIODIC_EVAL_SEED)
     random, greedy, perfect = played  # all the matches at once
     rating = {}
     if config.ladder_matches:  # the rating on the league's scale, against a fixed ladder
@@ -95,7 +94,7 @@ def evaluate_learner(
         regret_by_move_perfect=tuple(perfect.to_dict()["regret_by_move"]),
         **rating,
     )
-    return Evaluation(row, dict(zip(BOT_NAMES, played, strict=True)))
+    return Evaluation(row, dict(zip(EVAL_BOTS, played, strict=True)))
 
 
 def helped(team: Team) -> dict[str, Any]:

@@ -7,9 +7,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.ui.cli import write_output
-from training.runfolder import EvalRow
+from training.runfolder import EVAL_BOTS, EvalRow
 
 
 def regret_ticks(regrets: list[float]) -> list[float]:
@@ -61,7 +60,7 @@ def learning_curve(rows: list[EvalRow], title: str = "") -> bytes | None:
     steps = [row.steps / 1e6 for row in rows]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
     colours = ("tab:green", "tab:orange", "tab:red")
-    for name, colour in zip(BOT_NAMES, colours, strict=True):
+    for name, colour in zip(EVAL_BOTS, colours, strict=True):
         left.plot(
             steps,
             [100 * row.win_rate(name) for row in rows],

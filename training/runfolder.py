@@ -38,7 +38,6 @@ from buttonup_env.game.files import reason
 from buttonup_env.game.folders import FolderError, SafeFolder
 from buttonup_env.game.records import shown
 from buttonup_env.game.rules import MOVES_PER_ROUND
-from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.players.selfplay import SNAPSHOT_GLOB
 from training.config import CODE_VERSION, RunConfig, check, code_version, train_flags
 from training.typed_json import (
@@ -101,12 +100,16 @@ Share = Annotated[float, Range(0, 1)]
 Regret = Annotated[float, Range(0)]
 
 
+EVAL_BOTS = ("random", "greedy", "perfect")
+"""The bots a periodic evaluation plays, in the order of their ``eval.jsonl`` fields."""
+
+
 @dataclass(frozen=True)
 class EvalRow:
     """A periodic evaluation, one line of ``eval.jsonl`` (``training.periodic.evaluate_learner``
     makes it): the step and training minutes, the win rate and the mean regret against each
-    bot of ``buttonup_env.players.bots.BOT_NAMES``, the regret against the perfect bot by
-    move of the round, and the rating against the ladder (left out without one)."""
+    bot of :data:`EVAL_BOTS`, the regret against the perfect bot by move of the round, and the
+    rating against the ladder (left out without one)."""
 
     steps: Count
     minutes: Annotated[float, Range(0)]
@@ -124,14 +127,14 @@ class EvalRow:
     ladder_score: Annotated[Share | None, Omittable()] = None
 
     def win_rate(self, bot: str) -> float:
-        """The share of the matches won against the bot ``bot`` (one of ``BOT_NAMES``)."""
+        """The share of the matches won against the bot ``bot`` (one of :data:`EVAL_BOTS`)."""
         rates = (self.win_rate_random, self.win_rate_greedy, self.win_rate_perfect)
-        return dict(zip(BOT_NAMES, rates, strict=True))[bot]
+        return dict(zip(EVAL_BOTS, rates, strict=True))[bot]
 
     def regret(self, bot: str) -> float:
         """The mean regret per decision in the matches against the bot ``bot``."""
         regrets = (self.regret_random, self.regret_greedy, self.regret_perfect)
-        return dict(zip(BOT_NAMES, regrets, strict=True))[bot]
+        return dict(zip(EVAL_BOTS, regrets, strict=True))[bot]
 
     def figures(self) -> dict[str, Any]:
         """The win rates and regrets against the bots, by their ``eval.jsonl`` names (a
@@ -145,7 +148,7 @@ class EvalRow:
     def message(self) -> str:
         """The line the trainer prints for it."""
         line = f"step {self.steps:>10,}  regret vs perfect {self.regret_perfect:.3f}  win rate: "
-        line += ", ".join(f"{n} {100 * self.win_rate(n):.0f}%" for n in BOT_NAMES)
+        line += ", ".join(f"{n} {100 * self.win_rate(n):.0f}%" for n in EVAL_BOTS)
         return line + ("" if self.elo is None else f"  Elo {self.elo:.0f}")
 
 

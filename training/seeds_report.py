@@ -12,19 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.ui.cli import fail
 from training.plots import pyplot, save_figure
-from training.runfolder import EvalRow
+from training.runfolder import EVAL_BOTS, EvalRow
 
 FIGURES = {
     "regret_perfect": "regret against the perfect bot (round points per decision)",
-    **{f"win_rate_{bot}": f"win rate against the {bot} bot (%)" for bot in BOT_NAMES},
+    **{f"win_rate_{bot}": f"win rate against the {bot} bot (%)" for bot in EVAL_BOTS},
     "exploitability": "exploitability (round points per round)",
 }
 """The figures of a many-seed report, in its order: key in a trial's ``final`` -> label."""
 
-PERCENT = {f"win_rate_{bot}" for bot in BOT_NAMES}
+PERCENT = {f"win_rate_{bot}" for bot in EVAL_BOTS}
 """Figures stored as fractions and shown as percentages."""
 
 
@@ -84,13 +83,13 @@ def interval_estimates(
     return points, intervals
 
 
-CURVES = ("regret_perfect", *(f"win_rate_{bot}" for bot in BOT_NAMES))
+CURVES = ("regret_perfect", *(f"win_rate_{bot}" for bot in EVAL_BOTS))
 """The figures of the learning curves (every periodic evaluation has them)."""
 
 
 def curve_figures(row: EvalRow) -> list[float]:
     """The figures of :data:`CURVES` in the periodic evaluation ``row``, in that order."""
-    return [row.regret_perfect, *(row.win_rate(bot) for bot in BOT_NAMES)]
+    return [row.regret_perfect, *(row.win_rate(bot) for bot in EVAL_BOTS)]
 
 
 def curve_estimates(

@@ -53,10 +53,9 @@ import optuna
 import tyro
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from buttonup_env.players.bots import BOT_NAMES
 from buttonup_env.ui.cli import fail, run_cli
 from training.config import RunConfig, resolve, train_flags
-from training.runfolder import EvalRow
+from training.runfolder import EVAL_BOTS, EvalRow
 from training.search_space import (
     DEFAULT_SPACE,
     base_config,
@@ -366,7 +365,7 @@ def figures_line(final: dict[str, Any]) -> str:
     parts = [f"regret {final['regret_perfect']:.3f} at step {final['steps']:,}"]
     parts.append(
         "win rate "
-        + " ".join(f"{name} {100 * final[f'win_rate_{name}']:.0f}%" for name in BOT_NAMES)
+        + " ".join(f"{name} {100 * final[f'win_rate_{name}']:.0f}%" for name in EVAL_BOTS)
     )
     if "exploitability" in final:
         parts.append(f"exploitability {final['exploitability']:.2f}")

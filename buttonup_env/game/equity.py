@@ -496,13 +496,14 @@ def match_equity(target: int = DEFAULT_TARGET, *, rounds_left: int | None = None
 # --- the values of a position --------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=512)
 def round_values(
     target: int, r: int, b: int, starter: int, rounds_left: int | None = None
 ) -> np.ndarray:
     """Every position's value (Red's probability of winning the match under perfect play of
     the match) in a round at ``(r, b)`` started by ``starter`` (0 Red, 1 Black): a read-only
-    value array of :func:`round_graph` (see :class:`Graph`). Cached for the 64 latest."""
+    value array of :func:`round_graph` (see :class:`Graph`), 205 KB. Cached for the 512
+    latest: every round start of a match to 15 (450) fits."""
     graph = round_graph()
     if rounds_left is None:
         later = _table(target, None)

@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 
 from ..engine.batch import BLACK, RED, Batch, Rules
-from ..engine.numpy_backend import NumpyBackend
+from ..engine.numpy_backend import NumpyBackend, match_values
 from ..engine.tables import GameTables, game_tables
+from ..game.equity import MAX_SOLVED_TARGET, TIE_TOLERANCE
 from ..game.rules import (
     COLORS,
     DEFAULT_TARGET,
@@ -153,8 +154,11 @@ class PairResult:
     decisions_by_move: list[int] = field(default_factory=lambda: [0] * MOVES_PER_ROUND)
     """``a``'s decisions by move of the round (1st to 8th)."""
     regret_by_move: list[float] = field(default_factory=lambda: [0.0] * MOVES_PER_ROUND)
-    """The round points ``a`` lost against the solver's best moves, summed by move of the
-    round."""
+    """The round points ``a`` lost against the round solver's best moves, summed by move of
+    the round."""
+    match_regret_by_move: list[float] | None = None
+    """The probability of winning the match ``a`` lost against the best moves of the match,
+    summed by move of the round (None for a target the match is not solved for)."""
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)
     """The match records (``docs/rules.md``), when asked for."""
 
@@ -241,6 +245,9 @@ class MatchBatch:
         self.rounds = np.zeros(n, dtype=np.int64)
         self.rngs = [pair_generator(seed, players[i].name, players[j].name) for i, j in pairs]
         self.regret = np.zeros((n_pairs, MOVES_PER_ROUND))  # the first player's, by move
+        self.match_regret = (
+            np.zeros((n_pairs, MOVES_PER_ROUND)) if target <= MAX_SOLVED_TARGET else None
+        )
         self.decisions = np.zeros((n_pairs, MOVES_PER_ROUND), dtype=np.int64)
         self.margin_a = np.zeros(n_pairs, dtype=np.int64)
         self.uniforms = np.empty((n, UNIFORMS + 1))  # the players' numbers, the next layout's
@@ -292,16 +299,26 @@ class MatchBatch:
         return slots
 
     def count_regret(self, live: np.ndarray, slots: np.ndarray) -> None:
-        """Count the regret of the first players' decisions among ``slots``."""
+        """Count the regret of the first players' decisions among ``slots``: round points
+        against the round solver, and the probability of winning the match against the match
+        solved (at each game's score and starter)."""
         batch, tables = self.batch, self.tables
         mine = np.flatnonzero(batch.to_move[live] == batch.agent[live])
         if len(mine):
-            b, m, s = batch.board[live[mine]], batch.to_move[live[mine]], slots[mine]
+            games = live[mine]
+            b, m, s = batch.board[games], batch.to_move[games], slots[mine]
             values = tables.move_values[b, m]
             lost = values.max(axis=1).astype(np.int64) - values[np.arange(len(mine)), s]
-            at = (self.pair[live[mine]], NUM_SLOTS - tables.num_stacks[b])
+            at = (self.pair[games], NUM_SLOTS - tables.num_stacks[b])
             np.add.at(self.regret, at, lost)
             np.add.at(self.decisions, at, 1)
+            if self.match_regret is not None:
+                match = match_values(
+                    tables, b, m, batch.score[games], batch.starter[games], self.target
+                )
+                chosen = (tables.legal_slots[b] == s[:, None]).argmax(axis=1)
+                gap = np.nanmax(match, axis=1) - match[np.arange(len(mine)), chosen]
+                np.add.at(self.match_regret, at, np.where(gap > TIE_TOLERANCE, gap, 0.0))
 
     def end_rounds(self, ended: np.ndarray, progress: Callable[[int], None] | None) -> None:
         """Score the rounds that ended in the games ``ended``; end the matches won (telling
@@ -342,6 +359,7 @@ class MatchBatch:
                     int(self.margin_a[p]),
                     self.decisions[p].tolist(),
                     self.regret[p].tolist(),
+                    None if self.match_regret is None else self.match_regret[p].tolist(),
                 )
             )
         if self.keep_records:

@@ -115,9 +115,7 @@ class BotPlayer:
         if self.p >= 1.0:
             return bot_moves(t, random, boards, mover, uniforms[:, 1])
         if self.base == "match":
-            slots = match_moves(
-                t, boards, mover, at.score, at.starter, at.target, uniforms[:, 1]
-            )
+            slots = match_moves(t, boards, mover, at.score, at.starter, at.target, uniforms[:, 1])
         else:
             slots = bot_moves(t, BOT_KINDS.index(self.base), boards, mover, uniforms[:, 1])
         if self.p > 0.0:

@@ -28,6 +28,7 @@ from either seat, so one seat is solved; any other player is asked in both.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -562,6 +563,16 @@ class MatchBestResponse:
     """Positions the player was asked about."""
     seconds: float
 
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON-ready data (the wins keyed ``"player R, B starts"``)."""
+        return {
+            "target": self.target,
+            "exploitability": self.exploitability,
+            "wins": {f"player {c}, {f} starts": p for (c, f), p in sorted(self.wins.items())},
+            "questions": self.questions,
+            "seconds": self.seconds,
+        }
+
     def summary(self) -> str:
         """One line: the exploitability and what it is made of."""
         seats = ", ".join(
@@ -570,7 +581,9 @@ class MatchBestResponse:
         return (
             f"match exploitability: {self.exploitability:.4f} (target {self.target}; the best "
             f"response wins {100 * (0.5 + self.exploitability):.2f}% of matches from 0-0: "
-            f"{seats}; exact, {self.questions:,} positions asked, {self.seconds:.1f} s)"
+            f"{seats}; exact, "
+            + (f"{self.questions:,} positions asked" if self.questions else "on rings")
+            + f", {self.seconds:.1f} s)"
         )
 
 
@@ -636,8 +649,8 @@ def match_best_response(
     ``player`` is a bot, a loaded policy or anything with ``act(state)``. A bot that plays
     alike on every rotation of a board is solved on rings (a second or two), anyone else on
     the rules engine's boards (tens of seconds; ``on_boards`` solves a bot there too, for the
-    same figure). ``progress`` is called with the scores solved so far and their number (per
-    seat solved). Raises ``ValueError`` for a target outside 1 to
+    same figure). ``progress`` is called with the scores solved so far and their number (over
+    every seat solved). Raises ``ValueError`` for a target outside 1 to
     :data:`buttonup_env.game.equity.MAX_SOLVED_TARGET`.
     """
     target = equity.match_equity(target).target  # checks it, and solves the perfect table
@@ -645,10 +658,12 @@ def match_best_response(
     behaviour, graph = _player(player, tables, on_boards)
     seats = (RED,) if behaviour.own_side else (RED, BLACK)
     counter = [0]
-    solved = {
-        COLORS[seat]: _seat_table(behaviour, graph, target, seat, counter, progress)
-        for seat in seats
-    }
+    solved = {}
+    for k, seat in enumerate(seats):  # progress counts the scores of every seat solved
+        told = None
+        if progress is not None:
+            told = functools.partial(_progress, progress, k, len(seats))
+        solved[COLORS[seat]] = _seat_table(behaviour, graph, target, seat, counter, told)
     wins = {}
     for f, first in enumerate(COLORS):
         wins[("R", first)] = 1.0 - float(solved["R"][0, 0, f])
@@ -667,6 +682,12 @@ def match_best_response(
         questions=counter[0],
         seconds=time.perf_counter() - start,
     )
+
+
+def _progress(
+    progress: Callable[[int, int], None], seat: int, seats: int, done: int, total: int
+) -> None:
+    progress(seat * total + done, seats * total)
 
 
 def match_exploitability(player: object, target: int = DEFAULT_TARGET) -> float:

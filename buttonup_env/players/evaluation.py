@@ -56,7 +56,8 @@ class EvaluationResult:
     mean_round_margin: float
     decisions: int
     mean_regret: float
-    """Round points lost per decision against the solver's best move (0 is perfect)."""
+    """Round points lost per decision against the round solver's best move (0 is perfect play
+    of the round)."""
     seconds: float
     matches_per_second: float
     records: list[dict[str, Any]] = field(default_factory=list, repr=False)
@@ -65,6 +66,12 @@ class EvaluationResult:
     regret_by_move: list[float] = field(default_factory=list)
     """:attr:`mean_regret` by move of the round (1st to 8th; NaN where there was no decision
     or no regret was measured): where in a round the player's mistakes sit."""
+    mean_match_regret: float = float("nan")
+    """The probability of winning the match lost per decision against the best move of the
+    match (0 is perfect play of the match; NaN where not measured: no regret asked, or a
+    target the match is not solved for)."""
+    match_regret_by_move: list[float] = field(default_factory=list)
+    """:attr:`mean_match_regret` by move of the round (NaN as for :attr:`regret_by_move`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON-ready data (without the records; None for a move's NaN)."""
@@ -72,6 +79,12 @@ class EvaluationResult:
         data.pop("records")
         data["win_rate_interval"] = list(self.win_rate_interval)
         data["regret_by_move"] = [None if math.isnan(r) else r for r in self.regret_by_move]
+        data["match_regret_by_move"] = [
+            None if math.isnan(r) else r for r in self.match_regret_by_move
+        ]
+        data["mean_match_regret"] = (
+            None if math.isnan(self.mean_match_regret) else self.mean_match_regret
+        )
         return data
 
     def _by_move_line(self) -> str:
@@ -89,6 +102,12 @@ class EvaluationResult:
             f"mean round margin: {self.mean_round_margin:+.3f} points over {self.rounds} rounds\n"
             f"mean regret: {self.mean_regret:.4f} round points per decision over "
             f"{self.decisions} decisions\n"
+            + (
+                ""
+                if math.isnan(self.mean_match_regret)
+                else f"mean match regret: {self.mean_match_regret:.5f} of the probability of "
+                "winning the match per decision\n"
+            )
             + self._by_move_line()
             + f"speed: {self.matches_per_second:.1f} matches/s ({self.seconds:.1f} s)"
         )
@@ -110,6 +129,14 @@ def figures(pair: PairResult, seconds: float = 0.0, regret: bool = True) -> Eval
         for total, count in zip(pair.regret_by_move, pair.decisions_by_move, strict=True)
     ]
     mean = sum(pair.regret_by_move) / decisions if regret and decisions else float("nan")
+    match_by_move = [float("nan")] * len(by_move)
+    match_mean = float("nan")
+    if regret and pair.match_regret_by_move is not None:
+        match_by_move = [
+            total / count if count else float("nan")
+            for total, count in zip(pair.match_regret_by_move, pair.decisions_by_move, strict=True)
+        ]
+        match_mean = sum(pair.match_regret_by_move) / decisions if decisions else float("nan")
     return EvaluationResult(
         matches=pair.matches,
         wins=pair.wins_a,
@@ -124,6 +151,8 @@ def figures(pair: PairResult, seconds: float = 0.0, regret: bool = True) -> Eval
         matches_per_second=pair.matches / seconds if seconds > 0 else float("inf"),
         decisions_by_move=list(pair.decisions_by_move),
         regret_by_move=by_move,
+        mean_match_regret=match_mean,
+        match_regret_by_move=match_by_move,
     )
 
 
