@@ -8,6 +8,7 @@ import pytest
 
 from buttonup_env import load_policy
 from buttonup_env.game import solver
+from buttonup_env.game.equity import match_move_values
 from buttonup_env.game.rules import COLORS, LAYOUTS, State
 from buttonup_env.players.arena import play_pairs
 from buttonup_env.players.batched import BotPlayer, Positions
@@ -32,8 +33,9 @@ class Recording:
 
 @pytest.mark.parametrize("names", [("random", "greedy"), ("greedy", "perfect-0.3")])
 def test_the_regret_and_margin_of_the_first_player_are_the_solvers(names: tuple[str, str]) -> None:
-    """Matches replayed with the rules engine and the solver: the first player's regret per
-    decision by move of the round, its round margin and its wins."""
+    """Matches replayed with the rules engine and the solvers: the first player's regret per
+    decision by move of the round (in round points and in the probability of winning the
+    match), its round margin and its wins."""
     for seed in range(10):
         log: list[tuple] = []
         a = Recording(BotPlayer(names[0]), log, True)
@@ -42,6 +44,7 @@ def test_the_regret_and_margin_of_the_first_player_are_the_solvers(names: tuple[
         seat = "R"  # match 0: the first player is Red and Red starts
         state = None
         regret = np.zeros(8)
+        match_regret = np.zeros(8)
         decisions = np.zeros(8, dtype=int)
         margin = 0
         for first, board, mover, slot in log:
@@ -54,6 +57,8 @@ def test_the_regret_and_margin_of_the_first_player_are_the_solvers(names: tuple[
                 values = solver.move_values(state)
                 move = 9 - state.stacks
                 regret[move] += max(values.values()) - values[slot]
+                chances = match_move_values(state)
+                match_regret[move] += max(chances.values()) - chances[slot]
                 decisions[move] += 1
             state = state.play(slot)
             if state.round_over:
@@ -63,18 +68,22 @@ def test_the_regret_and_margin_of_the_first_player_are_the_solvers(names: tuple[
         assert result.wins_a == int(state.winner == seat)
         assert result.decisions_by_move == decisions.tolist()
         assert result.regret_by_move == pytest.approx(regret.tolist())
+        assert result.match_regret_by_move == pytest.approx(match_regret.tolist(), abs=1e-12)
         assert result.margin_a == margin
         measured = figures(result)
         assert measured.mean_regret == pytest.approx(regret.sum() / decisions.sum())
         assert measured.mean_round_margin == pytest.approx(margin / result.rounds)
 
 
-def test_the_perfect_bot_has_no_regret_and_beats_the_random_bot() -> None:
+def test_the_perfect_bots_have_no_regret_and_beat_the_random_bot() -> None:
     result = evaluate("perfect", "random", 200, seed=0)
-    assert result.mean_regret == 0.0
+    assert result.mean_match_regret == 0.0
     assert result.win_rate == 1.0
     assert result.mean_round_margin > 0
-    assert all(r == 0.0 for r in result.regret_by_move)
+    assert all(r == 0.0 for r in result.match_regret_by_move)
+    margin = evaluate("margin", "random", 200, seed=0)
+    assert margin.mean_regret == 0.0 and margin.win_rate == 1.0
+    assert all(r == 0.0 for r in margin.regret_by_move)
 
 
 def test_a_card_and_a_training_log_measure_the_same_matches_for_one_seed() -> None:

@@ -8,22 +8,26 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from buttonup_env.game import solver
+from buttonup_env.game.equity import best_moves, match_move_values
 from buttonup_env.game.rules import LAYOUTS, State, other
 from buttonup_env.players.bots import (
     BOT_CLASSES,
     BOT_NAMES,
     GradedBot,
     GreedyBot,
+    MarginBot,
     PerfectBot,
     Player,
     RandomBot,
+    check_target_for,
     graded_name,
     graded_p,
     immediate_margin,
     make_bot,
 )
 
-EVERY_BOT = [RandomBot, GreedyBot, PerfectBot, functools.partial(GradedBot, 0.3)]
+EVERY_BOT = [RandomBot, GreedyBot, MarginBot, PerfectBot, functools.partial(GradedBot, 0.3)]
 
 
 def positions(seed: int, games: int) -> list[State]:
@@ -105,9 +109,41 @@ def test_seeds_that_are_accepted() -> None:
 
 
 def test_bots_by_name() -> None:
-    assert BOT_NAMES == ("random", "greedy", "perfect") == tuple(BOT_CLASSES)
-    assert BOT_CLASSES == {"random": RandomBot, "greedy": GreedyBot, "perfect": PerfectBot}
+    assert BOT_NAMES == ("random", "greedy", "margin", "perfect") == tuple(BOT_CLASSES)
+    assert BOT_CLASSES == {
+        "random": RandomBot,
+        "greedy": GreedyBot,
+        "margin": MarginBot,
+        "perfect": PerfectBot,
+    }
     assert [type(make_bot(name)) for name in BOT_NAMES] == list(BOT_CLASSES.values())
+
+
+def test_perfect_plays_the_game_being_played() -> None:
+    """``perfect`` plays the match (a best move of the match solved); with the round's
+    objective (one-round episodes) it plays as the margin player."""
+    assert make_bot("perfect").objective == "match"
+    assert make_bot("perfect", objective="round").objective == "round"
+    assert make_bot("perfect-0.2", objective="round").objective == "round"  # type: ignore[attr-defined]
+    for state in positions(11, games=20):
+        state = State(state.board, state.to_move, {"R": 13, "B": 12}, 15, state.starter)
+        best = best_moves(match_move_values(state))
+        assert PerfectBot(1).act(state) in best
+        margins = solver.move_values(state)
+        top = max(margins.values())
+        assert margins[PerfectBot(1, objective="round").act(state)] == top
+        assert margins[MarginBot(1).act(state)] == top
+    with pytest.raises(ValueError, match="objective='game' is not allowed"):
+        PerfectBot(objective="game")
+
+
+def test_the_match_players_know_the_largest_target() -> None:
+    check_target_for(PerfectBot(), 100)
+    check_target_for(MarginBot(), 1000)
+    check_target_for(PerfectBot(objective="round"), 1000)
+    for player in (PerfectBot(), GradedBot(0.5)):
+        with pytest.raises(ValueError, match="solved for targets up to 100, not 101"):
+            check_target_for(player, 101)
 
 
 # --- RandomBot ----------------------------------------------------------------------------------

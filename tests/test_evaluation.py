@@ -9,7 +9,7 @@ import pytest
 
 from buttonup_env.game.records import problem
 from buttonup_env.game.rules import State
-from buttonup_env.players.bots import GreedyBot, PerfectBot, RandomBot
+from buttonup_env.players.bots import GreedyBot, MarginBot, PerfectBot, RandomBot
 from buttonup_env.players.evaluation import EvaluationResult, evaluate, wilson_interval
 
 
@@ -73,11 +73,16 @@ def test_wilson_interval_properties() -> None:
 
 
 def test_perfect_against_perfect_has_no_regret_and_wins_half() -> None:
+    """Perfect play of the match gives no probability of winning away; the margin player no
+    round point."""
+    margin = evaluate(MarginBot(), MarginBot(), 40, seed=0, target=5)
+    assert margin.mean_regret == 0.0 and margin.mean_match_regret > 0.0
     result = evaluate(PerfectBot(), PerfectBot(), 200, seed=0, target=5)
     assert isinstance(result, EvaluationResult)
     assert result.matches == 200
     assert result.wins + result.losses == 200
-    assert result.mean_regret == 0.0
+    assert result.mean_match_regret == 0.0
+    assert "mean match regret: 0.00000" in result.summary()
     assert result.decisions > 200 * 4  # at least one round of at least four decisions each
     assert 0.40 <= result.win_rate <= 0.60
     low, high = result.win_rate_interval
@@ -97,7 +102,7 @@ def test_the_measured_side_is_the_first_player() -> None:
     result = evaluate(PerfectBot(), RandomBot(), 40, seed=2, target=5)
     assert result.win_rate > 0.8
     assert result.mean_round_margin > 2.0
-    assert result.mean_regret == 0.0
+    assert result.mean_match_regret == 0.0
 
 
 def test_seats_and_starters_alternate() -> None:
@@ -214,9 +219,12 @@ def test_decisions_and_regret_by_move_of_the_round() -> None:
 
 def test_a_perfect_player_loses_nothing_at_any_move_and_no_regret_means_no_line() -> None:
     perfect = evaluate(PerfectBot(), RandomBot(), 6, seed=12, target=5)
-    assert perfect.regret_by_move == [0.0] * 8
+    assert perfect.match_regret_by_move == [0.0] * 8
+    margin = evaluate(MarginBot(), RandomBot(), 6, seed=12, target=5)
+    assert margin.regret_by_move == [0.0] * 8
     unmeasured = evaluate(RandomBot(), RandomBot(), 3, seed=13, target=5, regret=False)
     assert sum(unmeasured.decisions_by_move) == unmeasured.decisions
     assert all(math.isnan(r) for r in unmeasured.regret_by_move)
     assert unmeasured.to_dict()["regret_by_move"] == [None] * 8  # JSON null, not NaN
+    assert unmeasured.to_dict()["mean_match_regret"] is None
     assert "by move" not in unmeasured.summary()

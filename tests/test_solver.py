@@ -7,7 +7,7 @@ import pytest
 
 from buttonup_env.game import solver
 from buttonup_env.game.rules import LAYOUTS, State, other
-from buttonup_env.players.bots import PerfectBot, RandomBot
+from buttonup_env.players.bots import MarginBot, RandomBot
 
 WORKED_LAYOUT = "B W W B B R W R R"
 
@@ -77,7 +77,7 @@ def random_game_positions(seed: int, games: int) -> list[State]:
 def test_worked_example_first_position() -> None:
     state = State.new_round(WORKED_LAYOUT, "R")
     assert minimax(state) == {1: 3, 2: -4, 6: 3}
-    assert PerfectBot().move_values(state) == {1: 3, 2: -4, 6: 3}
+    assert MarginBot().move_values(state) == {1: 3, 2: -4, 6: 3}
     assert solver.value(state) == 3
     assert solver.margin_for(state, "R") == 3
     assert solver.margin_for(state, "B") == -3
@@ -87,7 +87,7 @@ def test_worked_example_first_position() -> None:
 def test_move_values_equal_plain_minimax(seed: int) -> None:
     positions = random_game_positions(seed, games=30)
     assert len(positions) == 30 * 8
-    bot = PerfectBot()
+    bot = MarginBot()
     for state in positions:
         assert bot.move_values(state) == minimax(state), state
 
@@ -115,7 +115,7 @@ def test_value_of_a_finished_round_is_its_margin() -> None:
     with pytest.raises(ValueError, match="round is over"):
         solver.move_values(state)
     with pytest.raises(ValueError, match="round is over"):
-        PerfectBot().move_values(state)
+        MarginBot().move_values(state)
 
 
 def test_value_follows_the_principal_line() -> None:
@@ -165,7 +165,7 @@ def test_every_layout_against_memoised_minimax() -> None:
         assert solver.move_values(state) == memo_move_values(state, memo), layout
 
 
-# --- the perfect bot ----------------------------------------------------------------------------
+# --- the margin bot (perfect play of the round) ------------------------------------------------
 
 
 def play_round(state: State, players: dict[str, object]) -> State:
@@ -174,24 +174,24 @@ def play_round(state: State, players: dict[str, object]) -> State:
     return state
 
 
-def test_perfect_bot_beats_random_bot() -> None:
+def test_margin_bot_beats_random_bot() -> None:
     rng = np.random.default_rng(2024)
-    perfect, random_bot = PerfectBot(rng), RandomBot(rng)
+    bot, random_bot = MarginBot(rng), RandomBot(rng)
     margins = []
     for n in range(200):
-        perfect_color = "R" if n % 2 == 0 else "B"
+        margin_color = "R" if n % 2 == 0 else "B"
         start = State.new_round(LAYOUTS[int(rng.integers(len(LAYOUTS)))], "R" if n < 100 else "B")
-        guaranteed = solver.margin_for(start, perfect_color)  # type: ignore[arg-type]
-        final = play_round(start, {perfect_color: perfect, other(perfect_color): random_bot})  # type: ignore[arg-type]
-        margin = final_margin(final, perfect_color)
-        # perfect play secures at least the solver's value against any opponent
+        guaranteed = solver.margin_for(start, margin_color)  # type: ignore[arg-type]
+        final = play_round(start, {margin_color: bot, other(margin_color): random_bot})  # type: ignore[arg-type]
+        margin = final_margin(final, margin_color)
+        # perfect play of the round secures at least the solver's value against anyone
         assert margin >= guaranteed
         margins.append(margin)
     assert np.mean(margins) > 0
 
 
-def test_perfect_bot_picks_a_best_move() -> None:
-    bot = PerfectBot(np.random.default_rng(0))
+def test_margin_bot_picks_a_best_move() -> None:
+    bot = MarginBot(np.random.default_rng(0))
     for state in random_game_positions(13, games=40):
         values = minimax(state)
         assert values[bot.act(state)] == max(values.values())
@@ -207,20 +207,20 @@ def tied_position() -> State:
     return state
 
 
-def test_perfect_bot_breaks_ties_reproducibly() -> None:
+def test_margin_bot_breaks_ties_reproducibly() -> None:
     state = tied_position()
     values = solver.move_values(state)
     best = {slot for slot, v in values.items() if v == max(values.values())}
 
     def choices(seed: int) -> list[int]:
-        bot = PerfectBot(seed)
+        bot = MarginBot(seed)
         return [bot.act(state) for _ in range(50)]
 
     assert choices(4) == choices(4)
     assert set(choices(4)) == best  # both best moves get chosen
     assert any(choices(4) != choices(seed) for seed in range(5, 10))
-    bot = PerfectBot(1)
+    bot = MarginBot(1)
     bot.reset(np.random.default_rng(99))
-    other_bot = PerfectBot(2)
+    other_bot = MarginBot(2)
     other_bot.reset(np.random.default_rng(99))
     assert [bot.act(state) for _ in range(20)] == [other_bot.act(state) for _ in range(20)]
