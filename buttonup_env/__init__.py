@@ -1,6 +1,7 @@
 """buttonup-env: Button Up! as a Gymnasium environment, with bots and an exact solver.
 
-Importing the package registers ``ButtonUp-v0`` with Gymnasium.
+Importing the package registers ``ButtonUp-v1`` (and ``ButtonUp-v0``, its observation without
+the round's starter) with Gymnasium.
 """
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-if "ButtonUp-v0" not in registry:
-    register(
-        id="ButtonUp-v0",
-        entry_point="buttonup_env.envs.env:ButtonUpEnv",
-        vector_entry_point="buttonup_env.envs.vector:ButtonUpVectorEnv",
-    )
+for _version, _encoding in (("v1", "match-slots"), ("v0", "slots")):
+    if f"ButtonUp-{_version}" not in registry:  # v1: the observation has the round's starter
+        register(
+            id=f"ButtonUp-{_version}",
+            entry_point="buttonup_env.envs.env:ButtonUpEnv",
+            vector_entry_point="buttonup_env.envs.vector:ButtonUpVectorEnv",
+            kwargs={"encoding": _encoding},
+        )
 
 
 def load_policy(

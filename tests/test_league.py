@@ -19,8 +19,8 @@ from scipy import stats
 
 from buttonup_env.engine.numpy_backend import observations
 from buttonup_env.engine.tables import game_tables
-from buttonup_env.game import solver
 from buttonup_env.game.encoding import ENCODINGS
+from buttonup_env.game.equity import best_moves, match_move_values
 from buttonup_env.game.records import check_record, replay_match
 from buttonup_env.game.rules import COLORS, LAYOUTS, State
 from buttonup_env.players import arena, league
@@ -56,12 +56,14 @@ def positions(seed: int, count: int) -> list[State]:
     return found[:count]
 
 
-def board_numbers(states: list[State]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def board_numbers(states: list[State]) -> tuple[np.ndarray, ...]:
+    """The states' board numbers, movers, scores and starters."""
     tables = game_tables()
     boards = np.array([tables.index_of(s.board) for s in states])
     mover = np.array([COLORS.index(s.to_move) for s in states])
     score = np.array([[s.score["R"], s.score["B"]] for s in states])
-    return boards, mover, score
+    starter = np.array([COLORS.index(s.starter) for s in states])
+    return boards, mover, score, starter
 
 
 # --- players -----------------------------------------------------------------------------------
@@ -70,10 +72,10 @@ def board_numbers(states: list[State]) -> tuple[np.ndarray, np.ndarray, np.ndarr
 @pytest.mark.parametrize("encoding", list(ENCODINGS))
 def test_observations_from_board_numbers_are_the_encodings(encoding: str) -> None:
     states = positions(0, 300)
-    boards, _, score = board_numbers(states)
+    boards, _, score, starter = board_numbers(states)
     for own in (0, 1):
         got = observations(
-            game_tables(), encoding, boards, np.full(len(states), own), score, target=15
+            game_tables(), encoding, boards, np.full(len(states), own), score, 15, starter
         )
         expected = np.stack([ENCODINGS[encoding].encode(s, COLORS[own]) for s in states])
         assert got.dtype == np.float32 and np.array_equal(got, expected)
@@ -81,22 +83,22 @@ def test_observations_from_board_numbers_are_the_encodings(encoding: str) -> Non
 
 def choice_counts(name: str, states: list[State], draws: int, seed: int) -> list[Counter]:
     """How often the batched bot ``name`` lifts each slot in each position, over ``draws``."""
-    boards, mover, score = board_numbers(states)
+    boards, mover, score, starter = board_numbers(states)
     bot = BotPlayer(name)
     rng = np.random.default_rng(seed)
     counts = [Counter() for _ in states]
     for _ in range(draws):
         uniforms = rng.random((len(states), UNIFORMS))
-        slots = bot.choose(Positions(boards, mover, score, 15, mover, uniforms))
+        slots = bot.choose(Positions(boards, mover, score, 15, starter, uniforms))
         for counter, slot in zip(counts, slots.tolist(), strict=True):
             counter[slot] += 1
     return counts
 
 
 def graded_probabilities(state: State, p: float) -> dict[int, float]:
-    """What GradedBot(p) plays: uniform with probability p, else uniform among the best."""
-    values = solver.move_values(state)
-    best = [s for s, v in values.items() if v == max(values.values())]
+    """What GradedBot(p) plays: uniform with probability p, else uniform among the best moves
+    of the match (at the state's score and starter)."""
+    best = best_moves(match_move_values(state))
     legal = state.legal_moves()
     return {s: p / len(legal) + (1 - p) * (s in best) / len(best) for s in legal}
 
@@ -106,7 +108,7 @@ def graded_probabilities(state: State, p: float) -> dict[int, float]:
 def test_graded_bots_play_as_the_perfect_bot_the_random_bot_and_between(
     name: str, p: float
 ) -> None:
-    """perfect-0 lifts only the solver's best slots, evenly (as PerfectBot); perfect-1 every
+    """perfect-0 lifts only the match's best slots, evenly (as PerfectBot); perfect-1 every
     legal slot evenly (as RandomBot); perfect-0.3 the mixture. A chi-square test over all the
     positions' counts, and no slot outside the support."""
     states = positions(1, 120)
@@ -134,10 +136,10 @@ def test_a_policy_player_chooses_as_the_policy_acts(
     tmp_path: Path, linear_policy: Callable
 ) -> None:
     states = positions(5, 400)
-    boards, mover, score = board_numbers(states)
+    boards, mover, score, starter = board_numbers(states)
     for encoding in ENCODINGS:
         policy = load_policy(linear_policy(tmp_path / f"{encoding}.onnx", encoding, seed=1))
-        slots = PolicyPlayer(encoding, policy).choose(Positions(boards, mover, score, 15, mover))
+        slots = PolicyPlayer(encoding, policy).choose(Positions(boards, mover, score, 15, starter))
         assert slots.tolist() == [policy.act(s) for s in states], encoding
 
 

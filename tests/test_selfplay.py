@@ -23,9 +23,12 @@ from buttonup_env.game.rules import LAYOUTS, State
 from buttonup_env.learn.nets import RingPolicy
 from buttonup_env.learn.onnx_writer import export_onnx
 from buttonup_env.players.batched import PolicyPlayer, choose_together
-from buttonup_env.players.bots import BOT_NAMES, GreedyBot, PerfectBot, RandomBot
+from buttonup_env.players.bots import GreedyBot, PerfectBot, RandomBot
 from buttonup_env.players.policy import OnnxPolicy
 from buttonup_env.players.selfplay import OpponentMix, OpponentPool
+
+POOL_BOTS = ("perfect", "greedy", "random")
+"""The bots a pool draws (OpponentMix weighs them)."""
 
 ROOT = Path(__file__).resolve().parent.parent
 DRAWS = 3000
@@ -144,7 +147,7 @@ def test_only_bots_are_drawn_while_there_is_no_snapshot(
     mix = OpponentMix(snapshots=0.4, perfect=0.3, greedy=0.2, random=0.1)
     pool = OpponentPool(folder, mix, refresh_seconds=0.0)
     found = frequencies(pool, seed=0)
-    assert set(found) == set(BOT_NAMES)
+    assert set(found) == set(POOL_BOTS)
     # the snapshots' weight is shared among the bots in proportion to theirs
     for name, expected in (("perfect", 0.5), ("greedy", 1 / 3), ("random", 1 / 6)):
         assert abs(found[name] - expected) < TOLERANCE, found
@@ -161,7 +164,7 @@ def test_the_drawn_bot_is_the_one_that_plays(tmp_path: Path) -> None:
         assert type(pool.current) is kinds[pool.current_name]
         assert pool.current_name in repr(pool)
         seen.add(pool.current_name)
-    assert seen == set(BOT_NAMES)
+    assert seen == set(POOL_BOTS)
 
 
 def test_draws_are_reproducible_with_the_same_seed(
@@ -347,7 +350,7 @@ def test_every_drawn_opponent_plays_legal_moves(
         seen.add(pool.current_name)
         for state in states[episode * 5 : episode * 5 + 5]:
             assert pool.act(state) in state.legal_moves()
-    assert seen == {*BOT_NAMES, "step_000000001", "step_000000002"}
+    assert seen == {*POOL_BOTS, "step_000000001", "step_000000002"}
 
 
 def test_a_training_env_plays_episodes_with_the_pool(
@@ -391,7 +394,7 @@ def test_a_training_env_plays_episodes_with_the_pool(
         other_color = "B" if agent == "R" else "R"
         assert reward == pytest.approx((strength[agent] - strength[other_color]) / 18)
     assert {"step_000000001", "step_000000002", "step_000000003"} <= set(opponents)
-    assert set(opponents) & set(BOT_NAMES)
+    assert set(opponents) & set(POOL_BOTS)
     env.close()
 
 

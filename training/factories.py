@@ -50,7 +50,7 @@ def make_env(snapshot_dir: Path, mix: OpponentMix, encoding: str, reward: str) -
     round's ``reward`` (margin / 18 or sign) at its end, and the opponent pool as opponent.
     The pool takes in a new snapshot when the trainer says so (never on a timer: which
     snapshot plays must not depend on timing)."""
-    pool = OpponentPool(snapshot_dir, mix, refresh_seconds=math.inf)
+    pool = OpponentPool(snapshot_dir, mix, refresh_seconds=math.inf, objective="round")
     env = gym.make("ButtonUp-v0", opponent=pool, episode="round", reward=ENV_REWARD[reward])
     return PoolEnv(RingObservation(env, encoding=encoding), pool)
 

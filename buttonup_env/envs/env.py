@@ -1,4 +1,5 @@
-"""The ``ButtonUp-v0`` Gymnasium environment."""
+"""The ``ButtonUp-v1`` Gymnasium environment (and ``ButtonUp-v0``, its observation without the
+round's starter)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..game.encoding import SlotEncoding, legal_mask
+from ..game.encoding import ENCODINGS, legal_mask
 from ..game.rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
@@ -21,7 +22,7 @@ from ..game.rules import (
     random_layout,
     round_points,
 )
-from ..players.bots import BOT_NAMES, Player, graded_p, make_bot
+from ..players.bots import BOT_NAMES, Player, check_target_for, graded_p, make_bot
 from ..players.shipped import shipped_policies
 from .interface import (
     COLOR_CHOICES,
@@ -40,13 +41,21 @@ from .interface import (
 )
 from .render import EnvRenderer
 
+OBSERVATIONS = ("match-slots", "slots")
+"""The observations ``ButtonUp`` offers: ``ButtonUp-v1``'s (with the round's starter), then
+``ButtonUp-v0``'s."""
 
-def make_opponent(spec: str | Path | Player, seed: int | None = None) -> Player:
-    """A player from an opponent spec: ``"random"``, ``"greedy"``, ``"perfect"``, a graded
-    ``"perfect-P"`` (a bot's random choices drawn from ``seed``), the name of a shipped policy
-    (``"buttonup-ppo"``), a path to an exported policy, or any object with ``act(state)``."""
+
+def make_opponent(
+    spec: str | Path | Player, seed: int | None = None, objective: str = "match"
+) -> Player:
+    """A player from an opponent spec: ``"random"``, ``"greedy"``, ``"margin"``,
+    ``"perfect"``, a graded ``"perfect-P"`` (a bot's random choices drawn from ``seed``), the
+    name of a shipped policy (``"buttonup-ppo"``), a path to an exported policy, or any object
+    with ``act(state)``. ``objective`` is what ``perfect`` and ``perfect-P`` play for: the match,
+    or in a one-round episode the round (:class:`~buttonup_env.players.bots.PerfectBot`)."""
     if isinstance(spec, str) and (spec in BOT_NAMES or graded_p(spec) is not None):
-        return make_bot(spec, seed)
+        return make_bot(spec, seed, objective)
     if isinstance(spec, str | Path):
         path = Path(spec)
         if spec in shipped_policies() or path.suffix in (".onnx", ".zip") or path.exists():
@@ -92,11 +101,13 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     an illegal action (see ``illegal_action``). A 0-d integer array is its slot.
 
     ## Observation Space
-    ``Box(0, 1, (246,), float32)``, from the agent's point of view (the ``slots`` encoding of
-    :mod:`buttonup_env.game.encoding`): for slot ``s``, height ``h`` (0 = bottom) and channel ``c``
-    (0 the agent's buttons, 1 the opponent's, 2 white), feature ``27*s + 3*h + c`` is 1 when
-    that button is there; feature 243 is the agent's score / target, 244 the opponent's
-    score / target (both capped at 1) and 245 is 1 / target.
+    ``Box(0, 1, (247,), float32)``, from the agent's point of view (the ``match-slots`` encoding
+    of :mod:`buttonup_env.game.encoding`): for slot ``s``, height ``h`` (0 = bottom) and channel
+    ``c`` (0 the agent's buttons, 1 the opponent's, 2 white), feature ``27*s + 3*h + c`` is 1
+    when that button is there; feature 243 is the agent's score / target, 244 the opponent's
+    score / target (both capped at 1), 245 is 1 / target, and 246 is 1 when the agent started
+    the round under way (on equal scores it decides who starts the next round, so perfect play
+    of the match needs it). ``ButtonUp-v0`` observes the first 246 (``encoding="slots"``).
 
     ## Starting State
     The agent's colour is ``agent_color`` or drawn at random; every round's layout is drawn
@@ -127,8 +138,10 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
       ``reset()`` before the next ``step()`` (stepping a finished episode raises RuntimeError,
       and so does stepping after a ``step()`` or ``reset()`` that an exception stopped
       part-way: an opponent that failed, Ctrl-C).
-    * ``state``: the :class:`~buttonup_env.game.rules.State` (position, score, target).
+    * ``state``: the :class:`~buttonup_env.game.rules.State` (position, score, target, the
+      round's starter).
     * ``agent_color``: ``"R"`` or ``"B"``.
+    * ``starter``: who started the round under way, ``"R"`` or ``"B"`` (also ``env.starter``).
     * ``opponent_moves``: the slots the opponent lifted during this step, in order.
     * ``round_points``: at the end of a round, the points of the round ``{"R": .., "B": ..}``.
     * ``illegal_action``: True when the step's action was illegal (only then present).
@@ -136,8 +149,11 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     ## Arguments
     ``gymnasium.make("ButtonUp-v0", ...)``:
 
-    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, a graded bot
-      ``"perfect-P"`` (a random move with probability P), the name of a shipped
+    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"margin"`` (plays every round for
+      its largest margin), ``"perfect"`` (plays the game perfectly: the match, or with
+      ``episode="round"`` the round, where it plays as ``"margin"``; a match to at most 100
+      points, the targets the match is solved for), a graded bot ``"perfect-P"`` (a random move
+      with probability P, else as ``"perfect"``), the name of a shipped
       policy (``"buttonup-ppo"``, see :mod:`buttonup_env.players.shipped`), a path to an exported
       ``.onnx`` policy, or any object with ``act(state) -> slot``. If it has ``reset(rng)``, it
       is called at every reset with the environment's generator. It can be replaced between
@@ -149,6 +165,8 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     * ``episode``: ``"match"`` (default) or ``"round"``: one round per episode, from 0-0.
     * ``illegal_action``: ``"end"`` (default: episode ends with -1) or ``"raise"``
       (``ValueError``).
+    * ``encoding``: the observation, ``"match-slots"`` (default, ``ButtonUp-v1``) or
+      ``"slots"`` (``ButtonUp-v0``: without the starter).
     * ``render_mode``: ``"human"`` (a window drawn after every reset and step, with pygame
       installed, else the text board printed to stdout; :meth:`render` returns None),
       ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
@@ -158,7 +176,12 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     ``ValueError``, another key is ignored with a warning.
 
     ## Version History
-    * v0: initial version.
+    * v1: the observation says who started the round (feature 246: 247 floats), which perfect
+      play of the match needs; ``info["starter"]``. The ``"perfect"`` opponent plays the
+      match perfectly (the round in one-round episodes); ``"margin"`` plays every round for
+      its largest margin, as ``"perfect"`` did.
+    * v0: initial version (246 floats). Kept, so that policies trained on its observation go
+      on loading and playing (their files name their encoding).
     """
 
     metadata = {"render_modes": RenderModes(RENDER_MODES), "render_fps": 2}  # noqa: RUF012
@@ -172,14 +195,19 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         episode: str = "match",
         illegal_action: str = "end",
         render_mode: str | None = None,
+        encoding: str = "match-slots",
     ) -> None:
         check_choice("agent_color", agent_color, COLOR_CHOICES)
+        check_choice("encoding", encoding, OBSERVATIONS)
         check_choice("reward", reward, REWARDS)
         check_choice("episode", episode, EPISODES)
         check_choice("illegal_action", illegal_action, ILLEGAL_ACTIONS)
         check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         target = check_target(target)
-        self.opponent = make_opponent(opponent)
+        self.objective = "round" if episode == "round" else "match"
+        """What a perfect player plays for in this env's episodes."""
+        self.opponent = make_opponent(opponent, objective=self.objective)
+        check_target_for(self.opponent, target)
         self._next_opponent: Player | None = None
         self.agent_color_choice = agent_color
         self.target = target
@@ -190,7 +218,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         self.illegal_action = illegal_action
         self.render_mode = render_mode
         self._renderer = EnvRenderer(render_mode, self.metadata["render_fps"])
-        self.encoding = SlotEncoding()
+        self.encoding = ENCODINGS[encoding]
         self.observation_space = spaces.Box(0.0, 1.0, (self.encoding.size,), np.float32)
         self.action_space = spaces.Discrete(NUM_SLOTS)
         self.state: State | None = None
@@ -207,7 +235,16 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
 
         Takes the same values as the ``opponent`` argument; a bad one raises ``ValueError`` now.
         """
-        self._next_opponent = make_opponent(opponent)
+        player = make_opponent(opponent, objective=self.objective)
+        check_target_for(player, self.target)
+        self._next_opponent = player
+
+    @property
+    def starter(self) -> Color:
+        """Who started the round under way (``RuntimeError`` before :meth:`reset`)."""
+        if self.state is None:
+            raise RuntimeError("call reset() before asking who started the round")
+        return self.state.starter
 
     @property
     def episode_over(self) -> bool:
@@ -234,6 +271,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
         info["action_mask"] = self._mask(np.int8)
         info["state"] = self.state
         info["agent_color"] = self.agent_color
+        info["starter"] = self.state.starter if self.state is not None else None
         return info
 
     def _new_round(self, first: Color | None = None) -> None:

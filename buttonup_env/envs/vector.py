@@ -89,7 +89,7 @@ def _batch_array(field: str) -> property:
 
 
 class ButtonUpVectorEnv(gym.vector.VectorEnv):
-    """``num_envs`` games of ButtonUp-v0, stepped together by compiled kernels.
+    """``num_envs`` games of ButtonUp-v1, stepped together by compiled kernels.
 
     ## Description
     The same game as :class:`~buttonup_env.envs.env.ButtonUpEnv`, argument for argument: each of the
@@ -121,14 +121,16 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     action (see Rewards).
 
     ## Observation Space
-    ``Box(0, 1, (num_envs, 246), float32)``: each row is exactly ButtonUp-v0's observation of
-    that env's position and score, from its agent's side. ``encoding="ring"`` (729) or
-    ``"afterstates"`` (735) give the view encodings of :mod:`buttonup_env.game.encoding` instead.
+    ``Box(0, 1, (num_envs, 247), float32)``: each row is exactly ButtonUp-v1's observation of
+    that env's position, score and the round's starter, from its agent's side (``encoding``
+    ``"slots"``: ButtonUp-v0's, 246). ``encoding="ring"`` (729), ``"afterstates"`` (735) or
+    ``"match-afterstates"`` (864) give the view encodings of :mod:`buttonup_env.game.encoding`
+    instead.
 
     ## Starting State, Rewards, Episode End
-    As ButtonUp-v0: each env draws its agent's colour (unless ``agent_color``), the first
+    As ButtonUp-v1: each env draws its agent's colour (unless ``agent_color``), the first
     round's starter and every round's layout from the env's seeded generator; later rounds
-    follow the starting rule; rewards are ButtonUp-v0's for ``reward`` and ``episode``; an
+    follow the starting rule; rewards are ButtonUp-v1's for ``reward`` and ``episode``; an
     illegal action ends that env's episode with -1 (``illegal_action="raise"``:
     ``ValueError``, and no env moves). Episodes are never truncated.
 
@@ -155,24 +157,27 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     :class:`~buttonup_env.game.rules.State`.
 
     ## Arguments
-    ``gymnasium.make_vec("ButtonUp-v0", num_envs=N, ...)`` or ``ButtonUpVectorEnv(N, ...)``:
+    ``gymnasium.make_vec("ButtonUp-v1", num_envs=N, ...)`` or ``ButtonUpVectorEnv(N, ...)``:
 
     * ``num_envs``: how many games (>= 1).
-    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"perfect"``, the name of a shipped
+    * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"margin"``, ``"perfect"`` (the
+      match, read at each env's score and starter; the round in one-round episodes), the name
+      of a shipped
       policy (``"buttonup-ppo"``), a path to an exported ``.onnx`` policy (or a policy loaded
       with :func:`buttonup_env.load_policy`), or an
       :class:`~buttonup_env.players.selfplay.OpponentPool` (the training pool: a new opponent per
       episode, for each env).
-    * ``agent_color``, ``target``, ``reward``, ``episode``, ``illegal_action``: as ButtonUp-v0.
-    * ``encoding``: ``"slots"`` (default, ButtonUp-v0's observation), ``"ring"`` or
-      ``"afterstates"``, or one of those encodings of :mod:`buttonup_env.game.encoding` (such as
+    * ``agent_color``, ``target``, ``reward``, ``episode``, ``illegal_action``: as ButtonUp-v1.
+    * ``encoding``: ``"match-slots"`` (default, ButtonUp-v1's observation), ``"slots"``
+      (ButtonUp-v0's), ``"ring"``, ``"afterstates"`` or ``"match-afterstates"``, or one of
+      those encodings of :mod:`buttonup_env.game.encoding` (such as
       another env's :attr:`encoding`). The attribute ``encoding`` is the encoding itself, an
       object with ``name`` and ``size``, as ``ButtonUpEnv.encoding`` and a policy's are.
     * ``random_start`` (default 0, for training; needs ``episode="round"`` and
       ``agent_color=None``): the probability that a round starts after 1 to
       ``random_start_moves`` (default 6) uniformly random moves, played by whoever is to move,
       the agent then taking the side to move, so that it meets positions off the usual paths.
-      0 is ButtonUp-v0's game.
+      0 is ButtonUp-v1's game.
     * ``backend``: ``"numba"`` (default, compiled) or ``"numpy"`` (the reference). Both give
       the same games, observations and generator states for the same seed, on one thread: to
       use more cores, step a batch in each of several processes.
@@ -186,6 +191,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     ``reset(options={"agent_color": ..., "first": ...})`` fixes them for every env's episode.
 
     ## Version History
+    * v1: ``"match-slots"`` by default (the round's starter in the observation), the match
+      encodings, and ``"perfect"`` playing the match (see ButtonUp-v1).
     * v0: initial version.
     """
 
@@ -203,7 +210,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         reward: str = "match",
         episode: str = "match",
         illegal_action: str = "end",
-        encoding: str | Encoding = "slots",
+        encoding: str | Encoding = "match-slots",
         render_mode: str | None = None,
         random_start: float = 0.0,
         random_start_moves: int = 6,

@@ -84,12 +84,20 @@ class OpponentPool:
     """A player that is a different opponent every episode (see the module docstring)."""
 
     def __init__(
-        self, snapshot_dir: str | Path, mix: OpponentMix, refresh_seconds: float = 2.0
+        self,
+        snapshot_dir: str | Path,
+        mix: OpponentMix,
+        refresh_seconds: float = 2.0,
+        objective: str = "match",
     ) -> None:
         self.snapshot_dir = Path(snapshot_dir)
         self.mix = mix
         self.refresh_seconds = refresh_seconds
-        self.bots: dict[str, Player] = {name: make_bot(name) for name in BOT_NAMES}
+        self.bots: dict[str, Player] = {
+            name: make_bot(name, objective=objective) for name in self.KINDS if name in BOT_NAMES
+        }
+        """The bots it draws; ``objective`` is what its perfect bot plays for (the round, in
+        one-round episodes). In the batched env the env's own bots play instead."""
         self._loaded: dict[Path, OnnxPolicy] = {}
         self._snapshots: list[Path] = []
         self._listed_at = -float("inf")
