@@ -4,7 +4,7 @@
     python wheel_smoke.py policy                 # after: pip install "buttonup_env-*.whl[policy]"
 
 It runs from an empty folder outside the clone, so everything it uses must come from the
-installed package: the import, ButtonUp-v0, the batched env's compiled kernels, the shipped
+installed package: the import, ButtonUp-v1, the batched env's compiled kernels, the shipped
 agent (package data), and the two commands. ``core`` checks that the plain install needs only
 gymnasium, numpy and numba; ``policy``
 that the shipped agent loads by name and plays. RECORDS.jsonl is a file of valid records.
@@ -60,7 +60,7 @@ def installed_package() -> None:
 
 
 def env_steps(opponent: str) -> None:
-    env = gym.make("ButtonUp-v0", opponent=opponent)
+    env = gym.make("ButtonUp-v1", opponent=opponent)
     _, info = env.reset(seed=0)
     rng = np.random.default_rng(0)
     steps, terminated, truncated = 0, False, False
@@ -69,13 +69,13 @@ def env_steps(opponent: str) -> None:
         _, reward, terminated, truncated, info = env.step(action)
         steps += 1
     check(terminated and reward in (1.0, -1.0), f"the match against {opponent} did not end")
-    print(f"ButtonUp-v0 against {opponent}: a match in {steps} steps, reward {reward:+.0f}")
+    print(f"ButtonUp-v1 against {opponent}: a match in {steps} steps, reward {reward:+.0f}")
 
 
 def batched_env() -> None:
     """The compiled batched env from the installed package plays the numpy env's games."""
     envs = [
-        gym.make_vec("ButtonUp-v0", num_envs=64, opponent="perfect", backend=backend)
+        gym.make_vec("ButtonUp-v1", num_envs=64, opponent="perfect", backend=backend)
         for backend in ("numba", "numpy")
     ]
     outs = [env.reset(seed=0) for env in envs]

@@ -1,4 +1,4 @@
-"""``ButtonUp-v0``: the checkers of Gymnasium and SB3, seeding, masks, rewards and arguments."""
+"""``ButtonUp-v1``: the checkers of Gymnasium and SB3, seeding, masks, rewards and arguments."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def warnings_as_errors(*allowed: str) -> Iterator[None]:
 
 
 def make(**kwargs: Any) -> ButtonUpEnv:
-    return gym.make("ButtonUp-v0", **kwargs).unwrapped  # type: ignore[return-value]
+    return gym.make("ButtonUp-v1", **kwargs).unwrapped  # type: ignore[return-value]
 
 
 def decode(obs: np.ndarray, agent: str) -> tuple[str, ...]:
@@ -139,14 +139,14 @@ def test_make_in_a_fresh_process() -> None:
         import sys
         import gymnasium
         assert "buttonup_env" not in sys.modules
-        gymnasium.make("buttonup_env:ButtonUp-v0", render_mode="human")
+        gymnasium.make("buttonup_env:ButtonUp-v1", render_mode="human")
         assert "pygame" not in sys.modules, "pygame is imported on the first frame only"
-        env = gymnasium.make("buttonup_env:ButtonUp-v0", opponent="greedy")
+        env = gymnasium.make("buttonup_env:ButtonUp-v1", opponent="greedy")
         obs, info = env.reset(seed=0)
-        assert obs.shape == (246,), obs.shape
+        assert obs.shape == (247,), obs.shape
         assert info["action_mask"].any()
         env.step(int(info["action_mask"].argmax()))
-        assert "ButtonUp-v0" in gymnasium.registry
+        assert "ButtonUp-v1" in gymnasium.registry
         print("ok", type(env.unwrapped).__name__)
         """
     )
@@ -158,15 +158,16 @@ def test_make_in_a_fresh_process() -> None:
 
 
 def test_registered_on_import() -> None:
-    assert "ButtonUp-v0" in gym.registry
-    assert gym.spec("ButtonUp-v0").entry_point == "buttonup_env.envs.env:ButtonUpEnv"
-    assert isinstance(gym.make("ButtonUp-v0").unwrapped, buttonup_env.ButtonUpEnv)
+    for version in ("v1", "v0"):
+        assert f"ButtonUp-{version}" in gym.registry
+        assert gym.spec(f"ButtonUp-{version}").entry_point == "buttonup_env.envs.env:ButtonUpEnv"
+        assert isinstance(gym.make(f"ButtonUp-{version}").unwrapped, buttonup_env.ButtonUpEnv)
 
 
 def test_spaces() -> None:
     env = make()
     assert env.action_space == gym.spaces.Discrete(9)
-    assert env.observation_space.shape == (246,)
+    assert env.observation_space.shape == (247,)
     assert env.observation_space.dtype == np.float32
     obs, _ = env.reset(seed=0)
     assert obs.dtype == np.float32
@@ -649,7 +650,7 @@ HALF_PLAYED = (
 def test_a_step_the_opponent_breaks_off_leaves_the_env_needing_reset(error: str) -> None:
     """The agent's move is made, the opponent's is not: no later step() is taken for either,
     until reset() starts a new game."""
-    env = gym.make("ButtonUp-v0", opponent=Breaking(BREAKS[error], moves=3), agent_color="R")
+    env = gym.make("ButtonUp-v1", opponent=Breaking(BREAKS[error], moves=3), agent_color="R")
     _, info = env.reset(seed=0, options={"first": "R"})
     with pytest.raises(type(BREAKS[error])):
         for _ in range(20):
@@ -710,7 +711,7 @@ def test_gymnasium_make_refuses_a_render_mode_of_another_type_in_one_sentence(mo
     """Gymnasium's make() calls .endswith on an unlisted render mode: the env's own check
     speaks first."""
     with pytest.raises(ValueError, match=r"^render_mode=.* is not allowed; use one of None, "):
-        gym.make("ButtonUp-v0", render_mode=mode)
+        gym.make("ButtonUp-v1", render_mode=mode)
 
 
 def test_set_opponent_between_episodes() -> None:
@@ -934,19 +935,68 @@ def test_human_frames_are_paced_at_render_fps(no_pygame: None) -> None:
         HumanRenderer(fps=0)
 
 
+# --- versions -----------------------------------------------------------------------------------
+
+
+def test_v1_observes_who_started_the_round_and_v0_does_not() -> None:
+    """ButtonUp-v1's observation is v0's and one feature: 1 when the agent started the round
+    under way; info and ``env.starter`` say who did."""
+    for first in ("R", "B"):
+        v1 = gym.make("ButtonUp-v1", agent_color="R")
+        v0 = gym.make("ButtonUp-v0", agent_color="R")
+        new, info = v1.reset(seed=3, options={"first": first})
+        old, _ = v0.reset(seed=3, options={"first": first})
+        assert old.shape == (246,) and new.shape == (247,)
+        np.testing.assert_array_equal(new[:246], old)
+        assert new[246] == (first == "R")
+        assert info["starter"] == v1.unwrapped.starter == first
+        assert info["state"].starter == first
+
+
+def test_a_policy_made_for_v0_still_loads_and_plays() -> None:
+    """The shipped agent reads the afterstates encoding, which its file names: it plays in
+    ButtonUp-v1 (as an opponent, and from the agent's side)."""
+    from buttonup_env import load_policy
+
+    env = gym.make("ButtonUp-v1", opponent="buttonup-ppo", target=3)
+    policy = load_policy("buttonup-ppo")
+    _, info = env.reset(seed=4)
+    for _ in range(200):
+        state = info["state"]
+        _, _, terminated, _, info = env.step(policy.act(state))
+        assert not info.get("illegal_action", False)
+        if terminated:
+            break
+    assert terminated
+
+
+def test_the_perfect_opponent_plays_the_game_of_the_episode() -> None:
+    from buttonup_env.players.bots import PerfectBot
+
+    assert make(opponent="perfect").opponent.objective == "match"  # type: ignore[attr-defined]
+    assert make(opponent="perfect", episode="round").opponent.objective == "round"  # type: ignore[attr-defined]
+    env = make(opponent="perfect-0.3", episode="round")
+    assert env.opponent.objective == "round"  # type: ignore[attr-defined]
+    env.set_opponent(PerfectBot())
+    with pytest.raises(ValueError, match="solved for targets up to 100, not 200"):
+        make(opponent="perfect", target=200)
+    with pytest.raises(ValueError, match="solved for targets up to 100"):
+        make(opponent="margin", target=200).set_opponent("perfect")
+
+
 # --- vector envs and the ring wrapper -----------------------------------------------------------
 
 
 def test_make_vec() -> None:
-    envs = gym.make_vec("ButtonUp-v0", num_envs=2, vectorization_mode="sync")
+    envs = gym.make_vec("ButtonUp-v1", num_envs=2, vectorization_mode="sync")
     try:
         obs, infos = envs.reset(seed=0)
-        assert obs.shape == (2, 246)
+        assert obs.shape == (2, 247)
         assert infos["action_mask"].shape == (2, 9)
         for _ in range(40):
             actions = np.array([int(np.flatnonzero(m)[0]) for m in infos["action_mask"]])
             obs, rewards, _, truncated, infos = envs.step(actions)
-            assert obs.shape == (2, 246)
+            assert obs.shape == (2, 247)
             assert rewards.shape == (2,)
             assert not truncated.any()
             assert infos["action_mask"].any(axis=1).all()
@@ -1068,5 +1118,5 @@ def test_action_mask_observation_check_env() -> None:
     with warnings_as_errors(WRAPPED):
         gym_check_env(ActionMaskObservation(make()), skip_render_check=True)
         sb3_check_env(ActionMaskObservation(make()), warn=True)
-    with pytest.raises(ValueError, match="ActionMaskObservation wraps ButtonUp-v0"):
+    with pytest.raises(ValueError, match="ActionMaskObservation wraps ButtonUp-v1"):
         ActionMaskObservation(gym.make("CartPole-v1"))

@@ -17,7 +17,7 @@ from pettingzoo.test import api_test, collect_render_results, render_test, seed_
 
 from buttonup_env.envs.pettingzoo import AGENT_COLORS, ButtonUpAEC, env
 from buttonup_env.envs.render import WINDOW_CAPTION
-from buttonup_env.game.encoding import SlotEncoding, legal_mask
+from buttonup_env.game.encoding import ENCODINGS, legal_mask
 from buttonup_env.game.rules import State, sow
 
 # What PettingZoo's api_test says about every environment outside its own list of classic games.
@@ -189,15 +189,17 @@ def test_round_rewards_add_the_margins() -> None:
     assert record["returns"]["black"] == pytest.approx(-margin - win)
 
 
-def test_observation_is_the_slot_encoding_from_each_side() -> None:
-    game = env()
+@pytest.mark.parametrize("encoding", ["match-slots", "slots"])
+def test_observation_is_the_slot_encoding_from_each_side(encoding: str) -> None:
+    """v1's observation (with who started the round) by default, v0's on request."""
+    game = env(encoding=encoding) if encoding == "slots" else env()
     game.reset(seed=5)
     state: State = game.unwrapped.position
     for agent, color in AGENT_COLORS.items():
         observation = game.observe(agent)
         assert game.observation_space(agent).contains(observation)
         np.testing.assert_array_equal(
-            observation["observation"], SlotEncoding().encode(state, color)
+            observation["observation"], ENCODINGS[encoding].encode(state, color)
         )
 
 

@@ -73,7 +73,7 @@ def test_attributes_and_methods() -> None:
         venv.env_method("render")
     assert venv.env_is_wrapped(object) == [False] * 4
     with pytest.raises(ValueError, match="adapts a ButtonUpVectorEnv"):
-        SB3VecEnv("ButtonUp-v0")  # type: ignore[arg-type]
+        SB3VecEnv("ButtonUp-v1")  # type: ignore[arg-type]
 
 
 def test_maskable_ppo_trains_on_the_batched_env() -> None:

@@ -43,7 +43,7 @@ def snapshot_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     th.set_num_threads(1)
     paths = []
     for seed in (1, 2):
-        env = RingObservation(gym.make("ButtonUp-v0"), encoding="afterstates")
+        env = RingObservation(gym.make("ButtonUp-v1"), encoding="afterstates")
         model = MaskablePPO(
             RingPolicy, env, n_steps=64, seed=seed, device="cpu", policy_kwargs={"hidden": (8,)}
         )
@@ -439,7 +439,7 @@ def test_a_pool_of_policies_reading_different_encodings_plays_them_all(
 ) -> None:
     """Policies of several encodings in one pool: each group is encoded in its own encoding
     and every policy plays legal moves, the same ones for the same seed."""
-    env = RingObservation(gym.make("ButtonUp-v0"), encoding="ring")
+    env = RingObservation(gym.make("ButtonUp-v1"), encoding="ring")
     model = MaskablePPO(
         RingPolicy, env, n_steps=64, seed=3, device="cpu", policy_kwargs={"hidden": (8,)}
     )

@@ -19,7 +19,7 @@ from torchrl.envs.transforms import ActionMask
 from torchrl.envs.utils import ExplorationType, set_exploration_type
 from torchrl.modules import MaskedOneHotCategorical, ProbabilisticActor
 
-import buttonup_env  # noqa: F401  (registers ButtonUp-v0)
+import buttonup_env  # noqa: F401  (registers ButtonUp-v1)
 from buttonup_env.envs.wrappers import ActionMaskObservation, RingObservation
 from buttonup_env.pettingzoo import env as pettingzoo_env
 
@@ -79,9 +79,9 @@ def test_pettingzoo_wrapper_rolls_out_whole_matches_with_masked_random_actions()
 # --- Gymnasium ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ring", [False, True], ids=["ButtonUp-v0", "RingObservation"])
+@pytest.mark.parametrize("ring", [False, True], ids=["ButtonUp-v1", "RingObservation"])
 def test_gym_wrapper_with_the_action_mask_passes_check_env_specs(ring: bool) -> None:
-    inner = gym.make("ButtonUp-v0")
+    inner = gym.make("ButtonUp-v1")
     env = gym_masked(RingObservation(inner, "afterstates") if ring else inner, seed=0)
     check_env_specs(env)
     assert env.observation_spec["action_mask"].dtype == torch.bool
@@ -99,15 +99,15 @@ def check_whole_matches(rollout: object) -> int:
 
 
 def test_action_mask_masks_random_actions() -> None:
-    env = gym_masked(gym.make("ButtonUp-v0", target=5), seed=2)
+    env = gym_masked(gym.make("ButtonUp-v1", target=5), seed=2)
     assert check_whole_matches(env.rollout(400, break_when_any_done=False)) >= 5
 
 
 def test_action_mask_masks_a_learned_policy() -> None:
     """A policy that prefers slot 0 above all plays it when it is legal and never when not."""
     torch.manual_seed(3)
-    env = gym_masked(gym.make("ButtonUp-v0", target=5), seed=3)
-    network = nn.Linear(246, 9)
+    env = gym_masked(gym.make("ButtonUp-v1", target=5), seed=3)
+    network = nn.Linear(247, 9)
     with torch.no_grad():
         network.bias[0] = 100.0
     actor = ProbabilisticActor(
@@ -127,9 +127,9 @@ def test_action_mask_masks_a_learned_policy() -> None:
 
 def test_wrapped_and_bare_envs_play_the_same_match() -> None:
     """TorchRL's rollout of the wrapped env is the Gymnasium env's match, step for step."""
-    env = gym_masked(gym.make("ButtonUp-v0", target=3, opponent="greedy"), seed=5)
+    env = gym_masked(gym.make("ButtonUp-v1", target=3, opponent="greedy"), seed=5)
     rollout = env.rollout(300, break_when_any_done=True)
-    bare = gym.make("ButtonUp-v0", target=3, opponent="greedy")
+    bare = gym.make("ButtonUp-v1", target=3, opponent="greedy")
     bare.reset(seed=5)  # what env.set_seed(5) did; the rollout resets without a seed
     obs, info = bare.reset()
     for step in range(rollout.shape[0]):

@@ -1047,7 +1047,7 @@ OWN_STEPS = 256
 
 @pytest.fixture(scope="module")
 def own_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
-    """A MaskablePPO and a PPO with MlpPolicy, trained briefly on ButtonUp-v0 as a user's own
+    """A MaskablePPO and a PPO with MlpPolicy, trained briefly on ButtonUp-v1 as a user's own
     ten-line script would, and saved with ``model.save``: name -> (model, its .zip)."""
     import gymnasium as gym
     import torch as th
@@ -1059,7 +1059,7 @@ def own_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any,
     th.set_num_threads(1)
     models = {}
     for name, algorithm in (("maskable", MaskablePPO), ("ppo", PPO)):
-        env = gym.make("ButtonUp-v0")
+        env = gym.make("ButtonUp-v1")
         model = algorithm("MlpPolicy", env, n_steps=64, batch_size=32, seed=3, device="cpu")
         model.learn(OWN_STEPS)
         model.save(folder / f"my_{name}.zip")
@@ -1120,7 +1120,7 @@ def test_export_takes_a_zip_from_your_own_script(
 
     import gymnasium as gym
 
-    env = gym.make("ButtonUp-v0", opponent=str(out), episode="round")
+    env = gym.make("ButtonUp-v1", opponent=str(out), episode="round")
     _, info = env.reset(seed=1)
     terminated = False
     while not terminated:

@@ -737,7 +737,7 @@ def test_pure_self_play_pool_needs_a_snapshot(tmp_path: Path) -> None:
 
 def test_make_vec_returns_the_batched_env() -> None:
     envs = gym.make_vec(
-        "ButtonUp-v0",
+        "ButtonUp-v1",
         num_envs=3,
         vectorization_mode="vector_entry_point",
         opponent="greedy",
@@ -752,10 +752,10 @@ def test_make_vec_returns_the_batched_env() -> None:
     assert envs.observation_space.contains(obs)
     np.testing.assert_array_equal(envs.unwrapped.action_masks(), info["action_mask"] == 1)
     # the vector entry point is also what make_vec gives when no mode is named
-    assert isinstance(gym.make_vec("ButtonUp-v0", num_envs=2).unwrapped, ButtonUpVectorEnv)
-    # and "sync" still gives single ButtonUp-v0 envs
+    assert isinstance(gym.make_vec("ButtonUp-v1", num_envs=2).unwrapped, ButtonUpVectorEnv)
+    # and "sync" still gives single ButtonUp-v1 envs
     assert isinstance(
-        gym.make_vec("ButtonUp-v0", 2, vectorization_mode="sync"), gym.vector.SyncVectorEnv
+        gym.make_vec("ButtonUp-v1", 2, vectorization_mode="sync"), gym.vector.SyncVectorEnv
     )
 
 

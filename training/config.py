@@ -128,7 +128,7 @@ never enters the loss or reward."""
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Self-play MaskablePPO on ButtonUp-v0 (afterstates encoding, one round per episode)."""
+    """Self-play MaskablePPO on ButtonUp-v1 (afterstates encoding, one round per episode)."""
 
     preset: Literal["full", "quick", "smoke"] = "full"
     """full: the shipped agent's run (15 minutes); quick: 5 minutes, the README's quick start;
@@ -158,8 +158,8 @@ class TrainConfig:
     """Environments stepped together."""
     vec_env: Literal["batched", "dummy", "subproc"] = "batched"
     """batched: one ButtonUpVectorEnv stepping all envs with array operations
-    (buttonup_env.envs.vector); dummy: ButtonUp-v0 envs one after the other in this process;
-    subproc: one process per ButtonUp-v0 env."""
+    (buttonup_env.envs.vector); dummy: ButtonUp-v1 envs one after the other in this process;
+    subproc: one process per ButtonUp-v1 env."""
     hidden: tuple[Annotated[int, Range(1, MAX_WIDTH)], ...] = (128, 128)
     """Sizes of the per-view hidden layers of actor and critic."""
     shared: bool = True

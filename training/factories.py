@@ -26,7 +26,7 @@ from training.distributed import Solo, Team, rank_seed
 from training.runfolder import RunFiles
 
 ENV_REWARD = {"margin": "round", "sign": "match"}
-"""--reward as ButtonUp-v0's reward argument (with episode="round": the margin / 18, or the
+"""--reward as ButtonUp-v1's reward argument (with episode="round": the margin / 18, or the
 sign)."""
 
 
@@ -46,12 +46,12 @@ class PoolEnv(gym.Wrapper):
 
 
 def make_env(snapshot_dir: Path, mix: OpponentMix, encoding: str, reward: str) -> gym.Env:
-    """One training env: ButtonUp-v0 seen through ``encoding``, one round per episode, the
+    """One training env: ButtonUp-v1 seen through ``encoding``, one round per episode, the
     round's ``reward`` (margin / 18 or sign) at its end, and the opponent pool as opponent.
     The pool takes in a new snapshot when the trainer says so (never on a timer: which
     snapshot plays must not depend on timing)."""
     pool = OpponentPool(snapshot_dir, mix, refresh_seconds=math.inf, objective="round")
-    env = gym.make("ButtonUp-v0", opponent=pool, episode="round", reward=ENV_REWARD[reward])
+    env = gym.make("ButtonUp-v1", opponent=pool, episode="round", reward=ENV_REWARD[reward])
     return PoolEnv(RingObservation(env, encoding=encoding), pool)
 
 

@@ -28,6 +28,7 @@ from .interface import (
     COLOR_CHOICES,
     EPISODES,
     ILLEGAL_ACTIONS,
+    OBSERVATIONS,
     RENDER_MODES,
     REWARDS,
     RenderModes,
@@ -40,10 +41,6 @@ from .interface import (
     round_reward,
 )
 from .render import EnvRenderer
-
-OBSERVATIONS = ("match-slots", "slots")
-"""The observations ``ButtonUp`` offers: ``ButtonUp-v1``'s (with the round's starter), then
-``ButtonUp-v0``'s."""
 
 
 def make_opponent(

@@ -1,7 +1,7 @@
 """What the three environments share: the values of their arguments, their reset options, their
 actions, and what a round and a match pay.
 
-``ButtonUp-v0`` (:class:`~buttonup_env.envs.env.ButtonUpEnv`), the batched env
+``ButtonUp-v1`` (:class:`~buttonup_env.envs.env.ButtonUpEnv`), the batched env
 (:class:`~buttonup_env.envs.vector.ButtonUpVectorEnv`, numpy and compiled) and the PettingZoo env
 (:class:`~buttonup_env.envs.pettingzoo.ButtonUpAEC`) check their arguments with
 :func:`check_choice`, read ``reset(options=...)`` with :func:`reset_options` and their actions
@@ -27,6 +27,7 @@ __all__ = [
     "COLOR_CHOICES",
     "EPISODES",
     "ILLEGAL_ACTIONS",
+    "OBSERVATIONS",
     "RENDER_MODES",
     "RESET_OPTIONS",
     "REWARDS",
@@ -47,6 +48,9 @@ REWARDS = ("match", "round")
 (see :func:`round_reward`)."""
 EPISODES = ("match", "round")
 """``episode``: one episode is a match, or one round from 0-0."""
+OBSERVATIONS = ("match-slots", "slots")
+"""``encoding`` of the single and the PettingZoo env: ``ButtonUp-v1``'s observation (with who
+started the round), or ``ButtonUp-v0``'s (:mod:`buttonup_env.game.encoding`)."""
 ILLEGAL_ACTIONS = ("end", "raise")
 """``illegal_action``: an illegal slot ends the episode with -1, or raises ``ValueError``."""
 RENDER_MODES = ("human", "ansi", "rgb_array")

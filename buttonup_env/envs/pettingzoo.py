@@ -23,7 +23,7 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 from pettingzoo.utils import wrappers
 
-from ..game.encoding import SlotEncoding, legal_mask
+from ..game.encoding import ENCODINGS, legal_mask
 from ..game.rules import (
     DEFAULT_TARGET,
     NUM_SLOTS,
@@ -34,6 +34,7 @@ from ..game.rules import (
     round_points,
 )
 from .interface import (
+    OBSERVATIONS,
     RENDER_MODES,
     REWARDS,
     action_slot,
@@ -95,12 +96,13 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
     ## Observation Space
     ``Dict`` with two entries, for each agent from its own point of view:
 
-    * ``observation``: ``Box(0, 1, (246,), float32)``, the ``slots`` encoding of
-      :mod:`buttonup_env.game.encoding` (the observation of ``ButtonUp-v0``): for slot ``s``,
+    * ``observation``: ``Box(0, 1, (247,), float32)``, the ``match-slots`` encoding of
+      :mod:`buttonup_env.game.encoding` (the observation of ``ButtonUp-v1``): for slot ``s``,
       height ``h`` (0 = bottom) and channel ``c`` (0 the agent's buttons, 1 the opponent's,
       2 white), feature ``27*s + 3*h + c`` is 1 when that button is there; feature 243 is the
-      agent's score / target, 244 the opponent's score / target (both capped at 1) and 245 is
-      1 / target.
+      agent's score / target, 244 the opponent's score / target (both capped at 1), 245 is
+      1 / target and 246 is 1 when the agent started the round under way (it decides who
+      starts after equal scores). ``encoding="slots"``: the first 246 (v0's observation).
     * ``action_mask``: ``Box(0, 1, (9,), int8)``, 1 on the legal slots when it is the agent's
       turn; all zeros for the agent that is not to move and once the match is over.
 
@@ -137,29 +139,31 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
       move ended; zeros after any other move.
 
     The position (a :class:`~buttonup_env.game.rules.State`: board, score, target, player to
-    move) is :attr:`position` (``env.unwrapped.position`` through the wrappers of :func:`env`);
-    after a round ends it is already the first position of the next round unless the match is
-    over. Each agent's colour is :data:`AGENT_COLORS`.
+    move, who started the round) is :attr:`position` (``env.unwrapped.position`` through the
+    wrappers of :func:`env`); after a round ends it is already the first position of the next
+    round unless the match is over. Each agent's colour is :data:`AGENT_COLORS`.
 
     ## Arguments
     ``buttonup_env.envs.pettingzoo.env(...)`` or ``ButtonUpAEC(...)``:
 
     * ``target``: points that win a match (default 15).
     * ``reward``: ``"match"`` (default) or ``"round"``, see Rewards.
+    * ``encoding``: ``"match-slots"`` (default) or ``"slots"`` (v0's observation).
     * ``render_mode``: ``"human"`` (a window drawn after :meth:`reset` and after every move,
       with pygame installed, else the text board printed to stdout; :meth:`render` returns
       None), ``"ansi"`` (text) or ``"rgb_array"`` (a picture of the circle).
 
     ``reset(options=...)`` accepts ``{"first": "R" | "B"}`` for one episode: who starts the
-    first round (:func:`buttonup_env.envs.interface.reset_options`, as in ``ButtonUp-v0``: another
+    first round (:func:`buttonup_env.envs.interface.reset_options`, as in ``ButtonUp-v1``: another
     value raises ``ValueError``, another key is ignored with a warning).
 
     ## Version History
-    * v0: initial version.
+    * v1: the observation says who started the round (247 floats).
+    * v0: initial version (246 floats: ``encoding="slots"``).
     """
 
     metadata = {  # noqa: RUF012
-        "name": "buttonup_v0",
+        "name": "buttonup_v1",
         "render_modes": list(RENDER_MODES),
         "is_parallelizable": False,
         "render_fps": 2,
@@ -170,9 +174,11 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         target: int = DEFAULT_TARGET,
         reward: str = "match",
         render_mode: str | None = None,
+        encoding: str = "match-slots",
     ) -> None:
         super().__init__()
         check_choice("reward", reward, REWARDS)
+        check_choice("encoding", encoding, OBSERVATIONS)
         check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         target = check_target(target)
         self.target = target
@@ -181,7 +187,7 @@ class ButtonUpAEC(AECEnv[str, ObsDict, np.int64]):
         """Whether every round pays its margin (``reward="round"``)."""
         self.render_mode = render_mode
         self._renderer = EnvRenderer(render_mode, self.metadata["render_fps"])
-        self.encoding = SlotEncoding()
+        self.encoding = ENCODINGS[encoding]
         self.possible_agents = list(AGENT_COLORS)
         self.agents = []
         self.observation_spaces = {

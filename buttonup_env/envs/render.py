@@ -365,7 +365,7 @@ class HumanRenderer:
 class EnvRenderer:
     """``render()`` and ``close()`` of an environment, for its ``render_mode``.
 
-    ``ButtonUp-v0`` and the PettingZoo env hold one and hand it their position:
+    ``ButtonUp-v1`` and the PettingZoo env hold one and hand it their position:
     :meth:`render` gives the text board (``"ansi"``), the picture (``"rgb_array"``, the last
     move ringed in gold), or shows the position and gives None (``"human"``, through a
     :class:`HumanRenderer` paced at ``fps``); without a mode, or before the first position,

@@ -1,6 +1,7 @@
-"""``ButtonUpVectorEnv``: thousands of ButtonUp-v0 games stepped together.
+"""``ButtonUpVectorEnv``: thousands of ButtonUp-v1 games stepped together.
 
-``gymnasium.make_vec("ButtonUp-v0", num_envs=N)`` returns it. The games are a
+``gymnasium.make_vec("ButtonUp-v1", num_envs=N)`` returns it (``"ButtonUp-v0"``: with v0's
+observation). The games are a
 :class:`~buttonup_env.engine.batch.Batch` of the batched engine (:mod:`buttonup_env.engine`),
 played by one of its backends: compiled numba kernels (``backend="numba"``, the default) or
 numpy array operations (``backend="numpy"``, the readable reference that the tests replay with

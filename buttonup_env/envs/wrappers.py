@@ -1,4 +1,4 @@
-"""Wrappers that change what the agent of ``ButtonUp-v0`` sees and does."""
+"""Wrappers that change what the agent of ``ButtonUp-v1`` (or ``-v0``) sees and does."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from .interface import action_slot
 class RingObservation(
     gym.Wrapper[np.ndarray, np.int64, np.ndarray, np.int64], gym.utils.RecordConstructorArgs
 ):
-    """``ButtonUp-v0`` seen through a view encoding (see :mod:`buttonup_env.game.encoding`).
+    """``ButtonUp-v1`` (or ``-v0``) seen through a view encoding (see
+    :mod:`buttonup_env.game.encoding`).
 
     ``encoding="ring"`` (default) or ``"afterstates"`` (what training uses). Observation:
     ``Box(0, 1, (729,) or (735,), float32)``, one view per legal move. Action: ``Discrete(3)``,
@@ -32,7 +33,7 @@ class RingObservation(
         gym.utils.RecordConstructorArgs.__init__(self, encoding=encoding)
         gym.Wrapper.__init__(self, env)
         if not isinstance(env.unwrapped, ButtonUpEnv):
-            raise ValueError(f"RingObservation wraps ButtonUp-v0, got {env.unwrapped!r}")
+            raise ValueError(f"RingObservation wraps ButtonUp-v1 or -v0, got {env.unwrapped!r}")
         if encoding not in ("ring", "afterstates"):
             raise ValueError(f"encoding={encoding!r}; use 'ring' or 'afterstates'")
         self.encoding: RingEncoding = ENCODINGS[encoding]  # type: ignore[assignment]
@@ -92,7 +93,8 @@ class ActionMaskObservation(
     gym.Wrapper[dict[str, np.ndarray], np.int64, np.ndarray, np.int64],
     gym.utils.RecordConstructorArgs,
 ):
-    """``ButtonUp-v0`` (or a :class:`RingObservation` of it) observing its action mask too.
+    """``ButtonUp-v1`` (or ``-v0``, or a :class:`RingObservation` of either) observing its
+    action mask too.
 
     Observation: ``Dict`` with ``"observation"``, the wrapped env's observation, and
     ``"action_mask"``, ``Box(0, 1, (n,), bool)``: True on the legal actions of the
@@ -107,7 +109,9 @@ class ActionMaskObservation(
         gym.utils.RecordConstructorArgs.__init__(self)
         gym.Wrapper.__init__(self, env)
         if not isinstance(env.unwrapped, ButtonUpEnv):
-            raise ValueError(f"ActionMaskObservation wraps ButtonUp-v0, got {env.unwrapped!r}")
+            raise ValueError(
+                f"ActionMaskObservation wraps ButtonUp-v1 or -v0, got {env.unwrapped!r}"
+            )
         actions = int(env.action_space.n)  # type: ignore[attr-defined]
         self.observation_space = spaces.Dict(
             {

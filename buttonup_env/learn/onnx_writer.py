@@ -3,11 +3,12 @@
 The actor of both policy kinds used here is a chain of ``Linear`` layers and activations
 (``ReLU`` or ``Tanh``) after SB3's default ``FlattenExtractor``:
 
-* :class:`~buttonup_env.learn.nets.RingPolicy` (``ring`` and ``afterstates`` encodings): the same
-  layers score each of the three views, so the graph reshapes ``[batch, 729]`` to
-  ``[batch, 3, 243]``, applies the chain and gives ``[batch, 3]`` logits;
-* SB3's default ``MlpPolicy`` of ``PPO`` or ``MaskablePPO`` (``slots`` encoding of
-  ``ButtonUp-v0``, or a view encoding of its ``RingObservation`` wrapper): the chain
+* :class:`~buttonup_env.learn.nets.RingPolicy` (the view encodings: ``ring``, ``afterstates``,
+  ``match-afterstates``): the same layers score each of the three views, so the graph reshapes
+  ``[batch, 729]`` to ``[batch, 3, 243]``, applies the chain and gives ``[batch, 3]`` logits;
+* SB3's default ``MlpPolicy`` of ``PPO`` or ``MaskablePPO`` (the ``match-slots`` encoding of
+  ``ButtonUp-v1``, ``slots`` of ``ButtonUp-v0``, or a view encoding of its ``RingObservation``
+  wrapper): the chain
   ``mlp_extractor.policy_net`` then ``action_net`` gives ``[batch, 9]`` (or ``[batch, 3]``)
   logits. SB3 computes the same: features extractor, ``policy_net``, ``action_net``; the
   mask is not part of the graph (the player applies it, see :mod:`buttonup_env.players.policy`).
@@ -31,7 +32,15 @@ from onnx import TensorProto, helper, numpy_helper
 from stable_baselines3.common.torch_layers import FlattenExtractor, MlpExtractor
 from torch import nn
 
-from ..game.encoding import ENCODINGS, MAX_LEGAL, AfterstateEncoding, RingEncoding, SlotEncoding
+from ..game.encoding import (
+    ENCODINGS,
+    MAX_LEGAL,
+    AfterstateEncoding,
+    MatchAfterstateEncoding,
+    MatchSlotEncoding,
+    RingEncoding,
+    SlotEncoding,
+)
 from ..game.files import write_atomically
 from ..players.policy import (
     FORMAT_VERSION,
@@ -71,9 +80,10 @@ def _chain(modules: list[nn.Module]) -> list[tuple[str, Any]]:
 
 
 SUPPORTED_POLICIES = (
-    f"RingPolicy ({RingEncoding.size} or {AfterstateEncoding.size} observations) and SB3's "
-    f"MlpPolicy on ButtonUp-v0 ({SlotEncoding.size}) or RingObservation ({RingEncoding.size} or "
-    f"{AfterstateEncoding.size}), with Linear, ReLU and Tanh layers"
+    f"RingPolicy ({RingEncoding.size}, {AfterstateEncoding.size} or "
+    f"{MatchAfterstateEncoding.size} observations) and SB3's MlpPolicy on ButtonUp-v1 "
+    f"({MatchSlotEncoding.size}), ButtonUp-v0 ({SlotEncoding.size}) or RingObservation "
+    f"({RingEncoding.size} or {AfterstateEncoding.size}), with Linear, ReLU and Tanh layers"
 )
 """What :func:`export_onnx` can write."""
 
@@ -89,7 +99,7 @@ def _actor(policy: Any) -> tuple[Encoding, list[tuple[str, Any]], bool]:
         )
     if isinstance(policy, RingPolicy):
         extractor = policy.mlp_extractor
-        matching = [e for e in ENCODINGS.values() if e.size == size and e.name != "slots"]
+        matching = [e for e in ENCODINGS.values() if e.size == size and e.actions == MAX_LEGAL]
         if not matching:
             raise ValueError(f"no view encoding has observations of size {size}")
         steps = _chain([extractor.actor_body, extractor.actor_score])

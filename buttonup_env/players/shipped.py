@@ -3,7 +3,7 @@
 Every ``NAME.onnx`` in :data:`SHIPPED_DIR` (``models/`` at the top of the repository, installed
 with the package as ``buttonup_env/shipped/``) is a shipped policy called ``NAME``, with its
 model card ``NAME.json`` beside it:
-``buttonup_env.load_policy("buttonup-ppo")``, ``gymnasium.make("ButtonUp-v0",
+``buttonup_env.load_policy("buttonup-ppo")``, ``gymnasium.make("ButtonUp-v1",
 opponent="buttonup-ppo")`` and ``buttonup-play --opponent buttonup-ppo`` all find it here.
 
 To ship a new policy, export it into ``models/`` from a clone of the repository::
