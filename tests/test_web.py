@@ -21,6 +21,7 @@ pytest.importorskip("fastapi", reason="the web app needs the web extra: pip inst
 from fastapi.testclient import TestClient
 
 from buttonup_env.game import solver
+from buttonup_env.game.equity import best_moves, match_move_values
 from buttonup_env.game.match import Match
 from buttonup_env.game.records import read_records, replay_match
 from buttonup_env.game.rules import State
@@ -60,8 +61,8 @@ def new_game(client: TestClient, **body: Any) -> dict[str, Any]:
 
 
 def rules_state(view: dict[str, Any]) -> State:
-    """The rules' position for a StateView (who started the round does not matter to play)."""
-    return State(view["board"], view["to_move"], view["score"], view["target"])
+    """The rules' position for a StateView."""
+    return State(view["board"], view["to_move"], view["score"], view["target"], view["starter"])
 
 
 def check_events(before: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -441,12 +442,19 @@ def test_watching_two_bots_step_by_step(client: TestClient) -> None:
 
 
 def test_the_hint_is_the_solver_s_value_of_each_move(client: TestClient) -> None:
+    """Each legal move's chance of winning the match (the match solved at the game's score
+    and starter), which are the best, and its round margin (the round solver)."""
     view = a_game_at_the_person_s_turn(client)
     hint = client.get(f"/api/games/{view['id']}/hint").json()
-    values = solver.move_values(rules_state(view["state"]))
+    state = rules_state(view["state"])
+    values = solver.move_values(state)
+    chances = match_move_values(state)
     assert hint["mover"] == "R"
     assert {m["slot"]: m["value"] for m in hint["moves"]} == values
+    assert {m["slot"]: m["chance"] for m in hint["moves"]} == pytest.approx(chances)
+    assert [m["slot"] for m in hint["moves"] if m["best"]] == best_moves(chances)
     assert hint["text"].startswith("hint: slot")
+    assert "chance of winning the match" in hint["text"]
 
 
 # --- records ---------------------------------------------------------------------------------

@@ -45,6 +45,9 @@ class StateView(BaseModel):
     )
     notation: str = Field(description="the board in the rules' notation: 'B . . BW BW R W R R'")
     to_move: ColorName = Field(description="the player to move (once a round is over: who would)")
+    starter: ColorName = Field(
+        description="who started the round (on equal scores it decides who starts the next)"
+    )
     score: Points
     target: int
     round: int = Field(description="the round's number in the match, from 1")
@@ -151,14 +154,19 @@ class GameView(BaseModel):
 
 
 class MoveValue(BaseModel):
-    """The exact value of lifting a slot: the final round margin for the mover."""
+    """The exact value of lifting a slot for the mover, with perfect play after it."""
 
     slot: int
     value: int
+    """The round's final margin (the round solver's value)."""
+    chance: float
+    """The probability of winning the match (the match solved)."""
+    best: bool
+    """Whether it is a best move of the match."""
 
 
 class Hint(BaseModel):
-    """The solver's value of every legal move, for the player to move."""
+    """The exact value of every legal move, for the player to move."""
 
     mover: ColorName
     moves: list[MoveValue]

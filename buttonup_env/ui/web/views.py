@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ...game.equity import best_moves, match_move_values
 from ...game.rules import Color, State
 from ...game.solver import move_values
 from ..narration import (
@@ -43,6 +44,7 @@ def state_view(state: State, round_number: int) -> StateView:
         board=list(state.board),
         notation=state.notation,
         to_move=state.to_move,
+        starter=state.starter,
         score=_points(state.score),
         target=state.target,
         round=round_number,
@@ -92,12 +94,17 @@ def end_events(state: State, round_number: int, human: Color | None) -> list[Eve
 
 
 def hint(state: State) -> Hint:
-    """The exact value of every legal move of ``state`` for the player to move."""
+    """The exact value of every legal move of ``state`` for the player to move: its
+    probability of winning the match with perfect play, and the round's final margin."""
     if state.round_over:
         raise NotNow("the round is over, so there is no move to value")
-    values = move_values(state)
+    chances, margins = match_move_values(state), move_values(state)
+    best = set(best_moves(chances))
     return Hint(
         mover=state.to_move,
-        moves=[MoveValue(slot=s, value=v) for s, v in values.items()],
-        text=hint_line(values),
+        moves=[
+            MoveValue(slot=s, value=margins[s], chance=p, best=s in best)
+            for s, p in chances.items()
+        ],
+        text=hint_line(chances, margins),
     )

@@ -264,7 +264,7 @@ async function refreshHints(ctx) {
   if (!$("hint").checked || !isHumanTurn(ctx)) return;
   try {
     const hint = await api("GET", `/api/games/${ctx.game.id}/hint`);
-    ctx.hints = new Map(hint.moves.map((m) => [m.slot, m.value]));
+    ctx.hints = new Map(hint.moves.map((m) => [m.slot, m]));
     ctx.hintText = hint.text;
   } catch (error) {
     problem(error.message);

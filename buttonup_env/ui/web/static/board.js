@@ -34,6 +34,11 @@ export function stackWords(stack) {
   return `${[...stack].map((b) => NAMES[b]).join(", ")} from the bottom`;
 }
 
+/** "52%" for 0.523: a probability as a whole percentage. */
+export function percent(p) {
+  return `${Math.round(100 * p)}%`;
+}
+
 /** "+3", "-2" or "0". */
 export function signed(value) {
   return value > 0 ? `+${value}` : String(value);
@@ -81,7 +86,9 @@ function slotGroup(slot, stack, view) {
   if (view.focus === slot) classes.push("focus");
   let name = `Slot ${slot}: ${stackWords(stack)}`;
   if (legal) name += ", can be lifted";
-  if (hint !== undefined) name += `, value ${signed(hint)}`;
+  if (hint !== undefined) {
+    name += `, ${percent(hint.chance)} chance of winning the match, round margin ${signed(hint.value)}`;
+  }
   const group = el("g", {
     class: classes.join(" "),
     role: "button",
@@ -99,10 +106,10 @@ function slotGroup(slot, stack, view) {
   );
   if (hint !== undefined) {
     const [hx, hy] = polar(HINT_RING, slot);
-    const badge = el("g", { class: `hint ${hint >= 0 ? "hint-good" : "hint-bad"}`, "aria-hidden": "true" });
+    const badge = el("g", { class: `hint ${hint.best ? "hint-good" : "hint-bad"}`, "aria-hidden": "true" });
     badge.append(
-      el("rect", { x: hx - 20, y: hy - 13, width: 40, height: 24, rx: 6 }),
-      el("text", { x: hx, y: hy + 5 }, signed(hint)),
+      el("rect", { x: hx - 24, y: hy - 13, width: 48, height: 24, rx: 6 }),
+      el("text", { x: hx, y: hy + 5 }, percent(hint.chance)),
     );
     group.append(badge);
   }
@@ -122,7 +129,8 @@ function slotGroup(slot, stack, view) {
 
 /**
  * Draw a board into `svg`.
- * view: { board: string[9], legal: Set, clickable: bool, focus: slot|null, hints: Map|null,
+ * view: { board: string[9], legal: Set, clickable: bool, focus: slot|null,
+ *         hints: Map slot -> {chance, value, best} | null,
  *         hand: string (buttons being sown), caption: [string, string], onSlot(slot),
  *         onOther(slot) for a click on a stack that cannot be lifted now }
  */
