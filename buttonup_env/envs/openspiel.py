@@ -95,7 +95,7 @@ from ..game.rules import (
     format_board,
     is_whole_number,
 )
-from ..players.bots import Player
+from ..players.bots import Player, check_target_for
 from ..players.exploit import behaviour_of
 from .env import make_opponent
 from .interface import EPISODES, check_choice
@@ -578,7 +578,7 @@ def bot(player: PlayerSpec, game: pyspiel.Game, seed: int | None = None) -> Play
     ``seed``), the name of a shipped policy (``"buttonup-ppo"``), a path to an exported
     ``.onnx`` policy, or any object with ``act(state) -> slot``."""
     _check_game(game)
-    return PlayerBot(make_opponent(player, seed))
+    return PlayerBot(_player(player, game, seed))
 
 
 class PlayerPolicy(openspiel_policy.Policy):
@@ -605,11 +605,22 @@ class PlayerPolicy(openspiel_policy.Policy):
         return {slot: float(probabilities.get(slot, 0.0)) for slot in position.legal_moves()}
 
 
+def _player(player: PlayerSpec, game: pyspiel.Game, seed: int | None = None) -> Player:
+    """The package's player ``player`` names, for ``game``: ``perfect`` plays the game's
+    episode (the match, or one round); refused in one sentence for a match whose target the
+    match is not solved for."""
+    settings = game_settings(game.get_parameters())
+    objective = "round" if settings.episode == "round" else "match"
+    made = make_opponent(player, seed, objective)
+    check_target_for(made, settings.target if objective == "match" else 1)
+    return made
+
+
 def policy(player: PlayerSpec, game: pyspiel.Game) -> PlayerPolicy:
     """``player`` (anything :func:`bot` takes) as an OpenSpiel ``Policy`` of ``game``, which
     OpenSpiel's ``exploitability`` and ``nash_conv`` accept."""
     _check_game(game)
-    return PlayerPolicy(game, make_opponent(player))
+    return PlayerPolicy(game, _player(player, game))
 
 
 # --- states from others --------------------------------------------------------------------------
