@@ -48,7 +48,7 @@ def test_values_other_than_zero_and_one_are_named() -> None:
         active_features(obs, 245)
     obs[2, 250] = 0
     obs[1, : MAX_ACTIVE + 1] = 1
-    with pytest.raises(ValueError, match=r"at most 11 ones; row 1 .* 12 non-zero"):
+    with pytest.raises(ValueError, match=rf"at most {MAX_ACTIVE} ones; row 1 .* {MAX_ACTIVE + 1} non-zero"):
         active_features(obs, 245)
     with pytest.raises(ValueError, match=r"views of 245 features, got shape \(3, 7\)"):
         active_features(np.zeros((3, 7), np.float32), 245)
@@ -158,8 +158,8 @@ def test_bad_lists_and_view_sizes_are_named() -> None:
     before any kernel runs; a TensorRolloutBuffer says so when it is made."""
     layer = nn.Linear(245, 8)
     cases = [
-        (th.zeros((2, 3, MAX_ACTIVE)), r"int16 lists of 11 .* got torch.float32"),
-        (th.zeros((2, 3, 5), dtype=th.int16), r"int16 lists of 11 .* shape \(2, 3, 5\)"),
+        (th.zeros((2, 3, MAX_ACTIVE)), rf"int16 lists of {MAX_ACTIVE} .* got torch.float32"),
+        (th.zeros((2, 3, 5), dtype=th.int16), rf"int16 lists of {MAX_ACTIVE} .* shape \(2, 3, 5\)"),
         (th.full((2, 3, MAX_ACTIVE), 245, dtype=th.int16), r"features from 245 to 245 .* 245"),
         (th.full((2, 3, MAX_ACTIVE), -2, dtype=th.int16), r"features from -2 to -2"),
     ]

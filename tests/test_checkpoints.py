@@ -347,7 +347,7 @@ STATE_DAMAGE: dict[str, tuple[str, object, str]] = {
     "an opponent that is not in the pool": (
         f"{R}.env.arrays._opponent.0",
         99,
-        f"{GAMES}'s _opponent[0] is 99; it must be an opponent's number from 0 to 4",
+        f"{GAMES}'s _opponent[0] is 99; it must be an opponent's number from 0 to 5",
     ),
     "done as a number": (
         f"{R}.env.arrays._done.0",
@@ -496,8 +496,11 @@ def test_resume_and_export_refuse_damaged_tensors(
     case: str, copy: Path, training_script: Callable[[str], ModuleType], capsys: Any
 ) -> None:
     damage, says = TENSOR_DAMAGE[case]
+    checkpoints = copy / "checkpoints"
+    for suffix in (".pt", ".json"):  # the best may predate every update: make it the latest
+        shutil.copy(checkpoints / f"latest{suffix}", checkpoints / f"best{suffix}")
     for name in ("latest", "best"):
-        path = copy / "checkpoints" / f"{name}.pt"
+        path = checkpoints / f"{name}.pt"
         if damage is None:
             write_weights_bytes(path, path.read_bytes()[:2000])
         else:

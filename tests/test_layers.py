@@ -97,7 +97,7 @@ def test_every_training_module_has_its_floor() -> None:
         "training.__init__"
     }
     assert sorted(placed) == sorted(modules)
-    scripts = {"train", "tune", "export", "evaluate", "league", "report"}
+    scripts = {"train", "tune", "export", "evaluate", "league", "report", "match"}
     assert {name.strip() for name in layers[0].split("|")} == {f"training.{s}" for s in scripts}
     assert ":" not in layers[0], "the scripts import none of each other"
 
