@@ -48,7 +48,9 @@ def test_values_other_than_zero_and_one_are_named() -> None:
         active_features(obs, 245)
     obs[2, 250] = 0
     obs[1, : MAX_ACTIVE + 1] = 1
-    with pytest.raises(ValueError, match=rf"at most {MAX_ACTIVE} ones; row 1 .* {MAX_ACTIVE + 1} non-zero"):
+    with pytest.raises(
+        ValueError, match=rf"at most {MAX_ACTIVE} ones; row 1 .* {MAX_ACTIVE + 1} non-zero"
+    ):
         active_features(obs, 245)
     with pytest.raises(ValueError, match=r"views of 245 features, got shape \(3, 7\)"):
         active_features(np.zeros((3, 7), np.float32), 245)

@@ -23,7 +23,7 @@ from open_spiel.python.algorithms import evaluate_bots, exploitability, mcts, mi
 import buttonup_env.openspiel as bo
 from buttonup_env.envs.env import make_opponent
 from buttonup_env.game import solver
-from buttonup_env.game.encoding import SlotEncoding
+from buttonup_env.game.encoding import MatchSlotEncoding
 from buttonup_env.game.match import Match
 from buttonup_env.game.rules import LAYOUTS, MAX_ROUND_MARGIN, State, format_board, parse_board
 from buttonup_env.players import exploit
@@ -78,7 +78,7 @@ def test_load_game_takes_every_parameter(params: dict[str, Any]) -> None:
     game = load(**params)
     assert game.get_parameters() == {**bo.PARAMETERS, **params}
     assert game.num_players() == 2 and game.num_distinct_actions() == 9
-    assert game.observation_tensor_shape() == [SlotEncoding.size]
+    assert game.observation_tensor_shape() == [MatchSlotEncoding.size]
     rounds = (
         1
         if params.get("episode") == "round"
@@ -438,7 +438,7 @@ def test_observations_are_the_envs_from_each_side() -> None:
         for player, color in enumerate(bo.PLAYER_COLORS):
             assert state.observation_string(player) == text
             assert state.information_state_string(player) == text
-            expected = SlotEncoding().encode(state.position, color)
+            expected = MatchSlotEncoding().encode(state.position, color)
             np.testing.assert_array_equal(np.array(state.observation_tensor(player)), expected)
         if not state.is_terminal():
             assert state.legal_actions() == list(state.position.legal_moves())

@@ -45,10 +45,11 @@ unit of :mod:`buttonup_env.players.exploit`. The game is zero-sum and pays only 
 **Observations.** The game has perfect information. ``str(state)`` is the board in the rules'
 notation, then a line with the round, who started it, who is to move and the score. The
 observation string and the information state string of either player are ``str(state)``. The
-observation tensor of player ``p`` is the env's ``slots`` encoding
-(:class:`buttonup_env.game.encoding.SlotEncoding`, 246 floats) of the position from ``p``'s
-side, so the mover's tensor is what ``ButtonUp-v0``'s agent observes; before the first layout
-is drawn it is all zeros. There is no information state tensor.
+observation tensor of player ``p`` is the env's ``match-slots`` encoding
+(:class:`buttonup_env.game.encoding.MatchSlotEncoding`, 247 floats: the board, the score and
+who started the round) of the position from ``p``'s side, so the mover's tensor is what
+``ButtonUp-v1``'s agent observes; before the first layout is drawn it is all zeros. There is no
+information state tensor.
 
 A state holds one immutable :class:`Node`, so OpenSpiel's clones (a deep copy of every attribute)
 copy one reference; its serialization is OpenSpiel's own (the action history and the pickled
@@ -79,7 +80,7 @@ import numpy as np
 import pyspiel
 from open_spiel.python import policy as openspiel_policy
 
-from ..game.encoding import SlotEncoding
+from ..game.encoding import MatchSlotEncoding
 from ..game.records import shown
 from ..game.rules import (
     COLORS,
@@ -129,7 +130,7 @@ PARAMETERS: dict[str, Any] = {
 }
 """The game's parameters and their defaults (an empty ``layout`` or ``first``: drawn)."""
 
-_ENCODING = SlotEncoding()
+_ENCODING = MatchSlotEncoding()
 _NAMES = {"R": "Red", "B": "Black"}
 _PLAYER = {"R": 0, "B": 1}
 _STARTER_OUTCOMES = [(0, 0.5), (1, 0.5)]
@@ -446,8 +447,8 @@ class ButtonUpState(pyspiel.State):
 
 class BoardObserver:
     """OpenSpiel's observer of ``python_button_up``: the string of either player is
-    ``str(state)``; with ``tensor=True``, the tensor of player ``p`` is the ``slots`` encoding
-    from ``p``'s side (zeros before the first layout is drawn)."""
+    ``str(state)``; with ``tensor=True``, the tensor of player ``p`` is the ``match-slots``
+    encoding from ``p``'s side (zeros before the first layout is drawn)."""
 
     def __init__(self, tensor: bool) -> None:
         self.tensor = np.zeros(_ENCODING.size, np.float32) if tensor else None
