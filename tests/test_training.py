@@ -1092,8 +1092,8 @@ def test_export_takes_a_zip_from_your_own_script(
     assert card["training"] == {"source": str(saved), "steps": OWN_STEPS}
     source = card["source"]
     assert source["file"] == str(saved) and source["algorithm"] == algorithm
-    assert source["policy"] == "MlpPolicy" and source["encoding"] == "slots"
-    assert (source["observations"], source["actions"]) == (246, 9)
+    assert source["policy"] == "MlpPolicy" and source["encoding"] == "match-slots"
+    assert (source["observations"], source["actions"]) == (247, 9)
     assert source["sb3_version"] == stable_baselines3_version()
     assert source["trained_with_legal_mask"] is (name == "maskable")
     assert "-inf" in source["legal_moves"]
@@ -1102,7 +1102,7 @@ def test_export_takes_a_zip_from_your_own_script(
     assert any(row.get("target", "").startswith("regret") for row in card["targets"])
 
     policy = load_policy(out)
-    assert policy.metadata[META_ENCODING] == "slots"
+    assert policy.metadata[META_ENCODING] == "match-slots"
     assert policy.metadata["algorithm"] == algorithm and policy.metadata["steps"] == "256"
     positions = random_positions(9, 1200)
     expected, logits = sb3_choices(model, policy.encoding, positions)

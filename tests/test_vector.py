@@ -747,7 +747,7 @@ def test_make_vec_returns_the_batched_env() -> None:
     assert envs.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
     assert envs.num_envs == 3 and envs.unwrapped.target == 5
     obs, info = envs.reset(seed=0)
-    assert obs.shape == (3, 246) and obs.dtype == np.float32
+    assert obs.shape == (3, 247) and obs.dtype == np.float32
     assert info["action_mask"].shape == (3, 9) and info["action_mask"].dtype == np.int8
     assert envs.observation_space.contains(obs)
     np.testing.assert_array_equal(envs.unwrapped.action_masks(), info["action_mask"] == 1)
