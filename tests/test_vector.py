@@ -790,3 +790,18 @@ def test_the_benchmarks_refuse_a_bad_reference(script: str, args: list[str], mes
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert message in done.stderr.splitlines()[-1]  # argparse: the usage, then one error line
+
+
+def test_the_match_perfect_bot_refuses_an_unsolved_target_in_a_batch() -> None:
+    """Beyond the targets the match is solved for, the batched env and the arena refuse the
+    match's perfect player in one sentence; the margin player plays on."""
+    from buttonup_env.players.arena import make_player, play_pairs
+
+    with pytest.raises(ValueError, match="solved for targets up to 100, not 101"):
+        ButtonUpVectorEnv(2, opponent="perfect", target=101)
+    ButtonUpVectorEnv(2, opponent="margin", target=101).reset(seed=0)
+    ButtonUpVectorEnv(2, opponent="perfect", target=101, episode="round").reset(seed=0)
+    with pytest.raises(ValueError, match=r"'perfect-0\.5' plays the match perfectly"):
+        play_pairs([make_player("random"), make_player("perfect-0.5")], [(0, 1)], 1, target=150)
+    (result,) = play_pairs([make_player("random"), make_player("margin")], [(0, 1)], 1, target=150)
+    assert result.matches == 1

@@ -144,7 +144,7 @@ class ButtonUpEnv(gym.Env[np.ndarray, np.int64]):
     * ``illegal_action``: True when the step's action was illegal (only then present).
 
     ## Arguments
-    ``gymnasium.make("ButtonUp-v0", ...)``:
+    ``gymnasium.make("ButtonUp-v1", ...)`` (``"ButtonUp-v0"``: with ``encoding="slots"``):
 
     * ``opponent``: ``"random"`` (default), ``"greedy"``, ``"margin"`` (plays every round for
       its largest margin), ``"perfect"`` (plays the game perfectly: the match, or with

@@ -258,6 +258,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.pool = None
         self._players: list[Any] = []
         self._set_opponent(opponent)
+        if opponent == "perfect" or getattr(getattr(self.pool, "mix", None), "perfect", 0):
+            self._bots["perfect"].check_target(self.target)
 
         self._batch = Batch.zeros(self.num_envs)
         self._all = np.arange(self.num_envs)

@@ -20,8 +20,9 @@ solver's move values: :func:`buttonup_env.players.evaluation.evaluate` (a card,
 (training's periodic evaluations) measure through it, and the league
 (:mod:`buttonup_env.players.league`) rates from it.
 
-Players by name (:func:`make_player`): ``random``, ``greedy``, ``perfect``, a graded bot
-``perfect-P`` (a random legal move with probability ``P``, else the perfect one; see
+Players by name (:func:`make_player`): ``random``, ``greedy``, ``margin``, ``perfect`` (perfect
+play of the match, at each game's score), a graded bot ``perfect-P`` (a random legal move with
+probability ``P``, else the perfect one; see
 :class:`buttonup_env.players.bots.GradedBot`), a shipped policy (``buttonup-ppo``), a path to an
 exported ``.onnx`` policy, or a training run's folder (its snapshots, :func:`run_snapshots`).
 Policies play their best legal action.
@@ -195,6 +196,10 @@ def play_pairs(
     if not is_whole_number(seed) or seed < 0:
         raise ValueError(f"seed={seed!r} is not allowed; use a whole number >= 0")
     target = check_target(target)
+    for player in players:
+        check = getattr(player, "check_target", None)
+        if callable(check):  # a bot that reads the solved match: a target it is solved for
+            check(target)
     for i, j in pairs:
         if not (0 <= i < len(players) and 0 <= j < len(players)) or i == j:
             raise ValueError(f"pair {(i, j)} does not name two different players of {len(players)}")

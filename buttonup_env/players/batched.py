@@ -25,6 +25,7 @@ from ..engine.batch import BOT_KINDS, POLICY
 from ..engine.numpy_backend import bot_moves, match_moves, observations
 from ..engine.tables import GameTables, game_tables
 from ..game.encoding import Encoding
+from ..game.equity import MAX_SOLVED_TARGET
 from ..game.rules import COLORS, NUM_SLOTS, State
 from .bots import BOT_NAMES, GRADED_PREFIX, check_objective, graded_name, graded_p
 
@@ -79,7 +80,7 @@ class BotPlayer:
     match's values at each game's score and starter,
     :func:`~buttonup_env.engine.numpy_backend.match_moves`), or the round (one-round episodes:
     the margin player's moves, from the tables). The random, greedy and margin bots, and
-    ``perfect`` of the round, are the engine's own table bots (:attr:`kind`)."""
+    ``perfect`` of the round, are the engine's own table bots (their ``kind``)."""
 
     encoding: Encoding | None = None
 
@@ -104,6 +105,15 @@ class BotPlayer:
         """What plays the moves that are not random: a table bot of the engine, or the match."""
         self.rng = np.random.default_rng()
         """The generator of its own numbers (the batched env seeds it)."""
+
+    def check_target(self, target: int) -> None:
+        """``ValueError`` in one sentence when the bot reads the solved match and ``target``
+        is beyond the targets it is solved for."""
+        if self.base == "match" and self.p < 1.0 and target > MAX_SOLVED_TARGET:
+            raise ValueError(
+                f"{self.name!r} plays the match perfectly, which is solved for targets up to "
+                f"{MAX_SOLVED_TARGET}, not {target}; use a smaller target or 'margin'"
+            )
 
     def choose(self, at: Positions) -> np.ndarray:
         """The bot's slots."""

@@ -140,8 +140,8 @@ class MarginBot(_SeededBot):
     maximise their own round margin (:mod:`buttonup_env.game.solver`). It ignores the match: in a
     one-round episode, which pays the round, it plays perfectly; in a match it does not, since a
     round's result is not worth its margin there (the next starter depends on the score), and
-    a best response to it wins 55.6% of matches to 15 (:func:`~buttonup_env.players.exploit.
-    match_exploitability`).
+    a best response to it wins 55.6% of matches to 15
+    (:func:`~buttonup_env.players.best_response.match_exploitability`).
     """
 
     def move_values(self, state: State) -> dict[int, int]:
