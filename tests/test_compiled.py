@@ -393,3 +393,10 @@ def test_a_read_only_package_caches_in_the_user_cache_folder(tmp_path: Path) -> 
     third = run_read_only(CACHE_PROBE, also=home).split()
     assert int(third[0]) == 0
     assert not (home / ".cache" / "numba").exists()
+
+
+def test_matches_at_random_scores_equal_the_numpy_reference() -> None:
+    """Matches that start at random scores (training's random_score) play the same games on
+    both backends."""
+    envs = both(48, opponent="perfect", encoding="match-afterstates", random_score=0.5, target=6)
+    assert compare(envs, 60, seed=3) == 48 * 60

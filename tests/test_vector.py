@@ -64,6 +64,13 @@ class Recorder:
 
         engine.start_episodes, engine.random_starts = record_start, record_random_starts
         engine.move, engine.end_rounds = record_move, record_end
+        random_scores = env._random_scores
+
+        def record_random_scores(idx: np.ndarray) -> None:
+            random_scores(idx)
+            self.events.append(("scores", idx.copy(), env._batch.score[idx].copy()))
+
+        env._random_scores = record_random_scores  # type: ignore[method-assign]
 
     def take(self) -> list[tuple[Any, ...]]:
         events, self.events = self.events, []
@@ -100,6 +107,13 @@ class Reference:
                 _, idx, agents = event
                 for i, a in zip(idx, agents, strict=True):
                     self.agents[i] = COLORS[a]
+            elif event[0] == "scores":  # a match that starts at a random score
+                _, idx, scores = event
+                for i, (r, b) in zip(idx, scores.tolist(), strict=True):
+                    start = self.states[i]
+                    assert start is not None and start.moves_played == 0
+                    self.states[i] = State(start.board, start.to_move, {"R": r, "B": b},
+                                           self.target, start.starter)  # fmt: skip
             else:  # the next rounds of the matches that go on
                 _, idx, boards = event
                 for i, b in zip(idx, boards, strict=True):
@@ -805,3 +819,19 @@ def test_the_match_perfect_bot_refuses_an_unsolved_target_in_a_batch() -> None:
         play_pairs([make_player("random"), make_player("perfect-0.5")], [(0, 1)], 1, target=150)
     (result,) = play_pairs([make_player("random"), make_player("margin")], [(0, 1)], 1, target=150)
     assert result.matches == 1
+
+
+def test_random_scores_start_matches_at_every_score() -> None:
+    """With random_score, a share of the matches start at a score drawn uniformly among those
+    below the target, and play on to the target by the rules; without it, at 0-0."""
+    env = ButtonUpVectorEnv(4000, random_score=0.5, target=4, backend="numpy")
+    env.reset(seed=7)
+    scores = [tuple(s) for s in env._score.tolist()]
+    at_zero = scores.count((0, 0)) / len(scores)
+    assert 0.5 < at_zero < 0.56  # half drawn, 1 in 16 of those 0-0 too: 0.53
+    assert set(scores) == {(r, b) for r in range(4) for b in range(4)}
+    assert all(s.score_pair in scores for s in env.states()[:50])
+    check_batch(16, 40, seed=2, random_score=1.0, target=3)  # the rules engine agrees
+    for bad, says in ((1.5, "probability"), (0.3, "needs episode='match'")):
+        with pytest.raises(ValueError, match=says):
+            ButtonUpVectorEnv(2, random_score=bad, episode="round" if bad == 0.3 else "match")

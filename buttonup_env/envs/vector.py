@@ -79,6 +79,20 @@ def check_random_start(
         )
 
 
+def check_random_score(random_score: float, episode: str) -> None:
+    """``ValueError`` in one sentence unless ``random_score`` is a probability, and random
+    scores come with match episodes."""
+    if not (isinstance(random_score, int | float) and 0.0 <= random_score <= 1.0):
+        raise ValueError(
+            f"random_score={random_score!r} is not allowed; use a probability in [0, 1]"
+        )
+    if random_score and episode != "match":
+        raise ValueError(
+            f"random_score={random_score!r} needs episode='match': a one-round episode is "
+            "played from 0-0"
+        )
+
+
 def _batch_array(field: str) -> property:
     return property(
         lambda self: getattr(self._batch, field),
@@ -179,6 +193,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       ``random_start_moves`` (default 6) uniformly random moves, played by whoever is to move,
       the agent then taking the side to move, so that it meets positions off the usual paths.
       0 is ButtonUp-v1's game.
+    * ``random_score`` (default 0, for training; needs ``episode="match"``): the probability
+      that a match starts at a score drawn uniformly among those below the target (each
+      player's points 0 to target - 1), so that the agent meets every score, not only those
+      its matches reach. 0 is ButtonUp-v1's game.
     * ``backend``: ``"numba"`` (default, compiled) or ``"numpy"`` (the reference). Both give
       the same games, observations and generator states for the same seed, on one thread: to
       use more cores, step a batch in each of several processes.
@@ -216,12 +234,14 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         random_start: float = 0.0,
         random_start_moves: int = 6,
         backend: str = "numba",
+        random_score: float = 0.0,
     ) -> None:
         encoding = getattr(encoding, "name", encoding)  # an encoding, or its name
         self._check_arguments(
             num_envs, agent_color, reward, episode, illegal_action, encoding, render_mode
         )
         check_random_start(random_start, random_start_moves, episode, agent_color)
+        check_random_score(random_score, episode)
         self.num_envs = int(num_envs)
         self.target = check_target(target)
         self.agent_color_choice = agent_color
@@ -234,6 +254,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.render_mode = render_mode
         self.random_start = float(random_start)
         self.random_start_moves = int(random_start_moves)
+        self.random_score = float(random_score)
         self.tables = game_tables()
         rules = Rules(
             target=self.target,
@@ -431,6 +452,16 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         )
         self._draw_opponents(idx)  # from the batch's own generator, after the layouts
         self._backend.random_starts(self._batch, idx)
+        if self.random_score:
+            self._random_scores(idx)
+
+    def _random_scores(self, idx: np.ndarray) -> None:
+        """With probability ``random_score``, a match in ``idx`` starts at a score drawn
+        uniformly among those below the target (from the batch's own generator, after the
+        opponents: the same draws for both backends)."""
+        rng, target = self._rng, self.target
+        drawn = idx[rng.random(len(idx)) < self.random_score]
+        self._batch.score[drawn] = rng.integers(0, target, size=(len(drawn), 2))
 
     def _play_moves(self, count: int, out: Outcome) -> None:
         """Play the engine's current ply of ``count`` envs; tell the pool how its rounds
