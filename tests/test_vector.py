@@ -110,8 +110,8 @@ class Reference:
             elif event[0] == "scores":  # a match that starts at a random score
                 _, idx, scores = event
                 for i, (r, b) in zip(idx, scores.tolist(), strict=True):
-                    start = self.states[i]
-                    assert start is not None and start.moves_played == 0
+                    start = self.states[i]  # after its random moves, if it has any
+                    assert start is not None and not start.round_over
                     self.states[i] = State(start.board, start.to_move, {"R": r, "B": b},
                                            self.target, start.starter)  # fmt: skip
             else:  # the next rounds of the matches that go on
@@ -346,7 +346,7 @@ def test_bad_actions(actions: Any, message: str) -> None:
         (dict(encoding="pixels"), "encoding='pixels'"),
         (dict(render_mode="human"), "render_mode='human'"),
         (dict(random_start=1.5), "random_start=1.5"),
-        (dict(random_start=0.5), "needs episode='round'"),
+        (dict(random_start=0.5, agent_color="R"), "agent_color=None"),
         (dict(random_start=0.5, episode="round", agent_color="R"), "agent_color=None"),
         (dict(random_start_moves=7), "random_start_moves=7"),
     ],
@@ -832,6 +832,7 @@ def test_random_scores_start_matches_at_every_score() -> None:
     assert set(scores) == {(r, b) for r in range(4) for b in range(4)}
     assert all(s.score_pair in scores for s in env.states()[:50])
     check_batch(16, 40, seed=2, random_score=1.0, target=3)  # the rules engine agrees
+    check_batch(16, 40, seed=3, random_score=0.5, random_start=0.5, target=4)  # and both
     for bad, says in ((1.5, "probability"), (0.3, "needs episode='match'")):
         with pytest.raises(ValueError, match=says):
             ButtonUpVectorEnv(2, random_score=bad, episode="round" if bad == 0.3 else "match")

@@ -61,8 +61,7 @@ def check_random_start(
     random_start: float, moves: int, episode: str, agent_color: str | None
 ) -> None:
     """``ValueError`` in one sentence unless ``random_start`` is a probability, ``moves``
-    (``random_start_moves``) 1 to 6, and random starts come with one-round episodes and the
-    agent's colour drawn."""
+    (``random_start_moves``) 1 to 6, and random starts come with the agent's colour drawn."""
     if not (isinstance(random_start, int | float) and 0.0 <= random_start <= 1.0):
         raise ValueError(
             f"random_start={random_start!r} is not allowed; use a probability in [0, 1]"
@@ -72,10 +71,10 @@ def check_random_start(
             f"random_start_moves={moves!r} is not allowed; use 1 to 6 (a "
             "round has 8 moves and a start must leave the agent a decision)"
         )
-    if random_start and (episode != "round" or agent_color is not None):
+    if random_start and agent_color is not None:
         raise ValueError(
-            f"random_start={random_start!r} needs episode='round' and agent_color=None: the "
-            "agent takes the side to move after the random moves"
+            f"random_start={random_start!r} needs agent_color=None: the agent takes the side "
+            "to move after the random moves"
         )
 
 
@@ -188,10 +187,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       those encodings of :mod:`buttonup_env.game.encoding` (such as
       another env's :attr:`encoding`). The attribute ``encoding`` is the encoding itself, an
       object with ``name`` and ``size``, as ``ButtonUpEnv.encoding`` and a policy's are.
-    * ``random_start`` (default 0, for training; needs ``episode="round"`` and
-      ``agent_color=None``): the probability that a round starts after 1 to
-      ``random_start_moves`` (default 6) uniformly random moves, played by whoever is to move,
-      the agent then taking the side to move, so that it meets positions off the usual paths.
+    * ``random_start`` (default 0, for training; needs ``agent_color=None``): the probability
+      that an episode's first round starts after 1 to ``random_start_moves`` (default 6)
+      uniformly random moves, played by whoever is to move, the agent then taking the side to
+      move, so that it meets positions off the usual paths.
       0 is ButtonUp-v1's game.
     * ``random_score`` (default 0, for training; needs ``episode="match"``): the probability
       that a match starts at a score drawn uniformly among those below the target (each
