@@ -126,9 +126,18 @@ pure self-play). Pass it weight by weight (``--opponents.perfect 0.8 ...``); the
 never enters the loss or reward."""
 
 
+OBJECTIVES = {"match": ("match-afterstates", "match"), "round": ("afterstates", "margin")}
+"""Each objective and what ``auto`` resolves its --encoding and --reward to."""
+REWARDS = {"match": ("match", "match-and-margins"), "round": ("margin", "sign")}
+"""The rewards each objective takes (see :attr:`TrainConfig.reward`)."""
+ENV_REWARDS = {"match": "match", "match-and-margins": "round", "margin": "round", "sign": "match"}
+"""--reward as ButtonUp-v1's reward argument (for the episodes of its objective)."""
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """Self-play MaskablePPO on ButtonUp-v1 (afterstates encoding, one round per episode)."""
+    """Self-play MaskablePPO on ButtonUp-v1: the match to 15 (matches as episodes, the
+    match-afterstates encoding) or one round (round episodes, the afterstates encoding)."""
 
     preset: Literal["full", "quick", "smoke"] = "full"
     """full: the shipped agent's run (15 minutes); quick: 5 minutes, the README's quick start;
@@ -151,9 +160,17 @@ class TrainConfig:
     resume: Path | None = None
     """Continue the run in this folder from its last checkpoint (other flags are ignored)."""
 
-    encoding: Literal["afterstates", "ring"] = "afterstates"
-    """What the policy sees (buttonup_env.game.encoding): afterstates (the ring after each legal
-    move) or ring (the ring seen from each legal move)."""
+    objective: Literal["match", "round"] = "match"
+    """What the learner plays for. match: the match to 15, the game of the rules (episodes are
+    matches, whose reward is +1 or -1 for the match; what is perfect is perfect play of the
+    match). round: one round from 0-0 (episodes are rounds, paid by --reward; perfect is the
+    margin player's play)."""
+    encoding: Literal["auto", "match-afterstates", "afterstates", "ring"] = "auto"
+    """What the policy sees (buttonup_env.game.encoding): match-afterstates (the position after
+    each legal move and the match after it: each player's points to go and who starts), or,
+    blind to the match, afterstates (the ring after each legal move) or ring (the ring seen
+    from each legal move). auto: match-afterstates for --objective match, afterstates for
+    round."""
     n_envs: Annotated[int, Range(1, MAX_ENVS)] = 256
     """Environments stepped together."""
     vec_env: Literal["batched", "dummy", "subproc"] = "batched"
@@ -205,15 +222,21 @@ class TrainConfig:
     """Entropy coefficient at the start; it decays linearly ..."""
     ent_coef_end: float = 0.001
     """... to this value at the end of the run."""
-    reward: Literal["margin", "sign"] = "margin"
-    """What a one-round episode pays at its end: margin (own strength minus the opponent's,
-    divided by 18: round points, as the regret counts them) or sign (+1, 0 or -1 for
-    winning, tying or losing the round)."""
+    reward: Literal["auto", "match", "match-and-margins", "margin", "sign"] = "auto"
+    """What an episode pays. With --objective match: match (+1 or -1 when the match ends) or
+    match-and-margins (also every round's margin / 18 at its end). With --objective round:
+    margin (own strength minus the opponent's, divided by 18: round points, as the regret counts
+    them) or sign (+1, 0 or -1 for winning, tying or losing the round). auto: match, or
+    margin."""
 
     random_start: float = 0.5
-    """Probability that a training round starts after 1 to 6 random moves (played by whoever
-    is to move; the agent then takes the side to move), so that the agent meets positions off
-    the usual paths. Needs --vec-env batched."""
+    """Probability that an episode's first round starts after 1 to 6 random moves (played by
+    whoever is to move; the agent then takes the side to move), so that the agent meets
+    positions off the usual paths. Needs --vec-env batched."""
+    random_score: float = 0.5
+    """With --objective match: probability that a training match starts at a score drawn
+    uniformly among those below the target (each player 0 to 14 points), so that the agent
+    meets every score, not only those its matches reach. Needs --vec-env batched."""
 
     opponents: OpponentMix = SELF_PLAY
     """Who the learner plays (see buttonup_env.players.selfplay); by default pure self-play, the
@@ -306,6 +329,8 @@ class RunConfig(TrainConfig):
     checkpoint_every: Interval
     final_eval_matches: Matches
     workers: Workers
+    encoding: Literal["match-afterstates", "afterstates", "ring"]
+    reward: Literal["match", "match-and-margins", "margin", "sign"]
 
 
 def learning_rates(config: RunConfig) -> tuple[float, float | None]:
@@ -343,6 +368,9 @@ def resolve(config: TrainConfig) -> RunConfig:
     resolved (the run folder has its settings)."""
     values = preset_values(config)
     values.pop("resume")
+    encoding, reward = OBJECTIVES[config.objective]
+    values["encoding"] = encoding if config.encoding == "auto" else config.encoding
+    values["reward"] = reward if config.reward == "auto" else config.reward
     workers = values.pop("workers")
     if workers == "auto":
         workers = auto_workers()
@@ -387,14 +415,28 @@ def check(config: RunConfig) -> RunConfig:
                 f"--total-steps {config.total_steps}, more than the {MAX_PERIODIC:,} a run may "
                 f"make; give at least {least}"
             )
-    if not 0 <= config.random_start <= 1:
+    for flag, value in (
+        ("--random-start", config.random_start),
+        ("--random-score", config.random_score),
+    ):
+        if not 0 <= value <= 1:
+            raise ValueError(f"{flag} must be a probability in [0, 1], got {value}")
+    if config.reward not in REWARDS[config.objective]:
+        allowed = " or ".join(REWARDS[config.objective])
         raise ValueError(
-            f"--random-start must be a probability in [0, 1], got {config.random_start}"
+            f"--reward {config.reward} is not a reward of --objective {config.objective}; use "
+            f"{allowed} (or auto)"
+        )
+    if config.random_score and config.objective != "match":
+        raise ValueError(
+            f"--random-score {config.random_score} needs --objective match (a round is played "
+            "from 0-0); add --random-score 0"
         )
     batched_only = [  # say it; don't drop them silently
         flag
         for flag, value in (
             ("--random-start", config.random_start),
+            ("--random-score", config.random_score),
             ("--opponents.prioritized", config.opponents.prioritized),
         )
         if value
@@ -403,7 +445,8 @@ def check(config: RunConfig) -> RunConfig:
         raise ValueError(
             f"{' and '.join(batched_only)} {'need' if len(batched_only) > 1 else 'needs'} "
             f"--vec-env batched (got --vec-env {config.vec_env}, whose single envs neither "
-            "start rounds at random positions nor report results for prioritized self-play); "
+            "start at random positions or scores nor report results for prioritized "
+            "self-play); "
             f"add {' '.join(flag + ' 0' for flag in batched_only)}"
         )
     ladder = check_ladder(config.ladder)  # ValueError naming a bad player
@@ -445,6 +488,7 @@ def train_flags(config: RunConfig) -> list[str]:
     """The train.py flags that give ``config``: ``--preset`` and each setting that differs
     from what the preset gives (a run's recorded command, for one)."""
     default = preset_values(TrainConfig(preset=config.preset))
+    default["encoding"], default["reward"] = OBJECTIVES[config.objective]  # what auto gives
     flags = ["--preset", config.preset]
     for field in dataclasses.fields(TrainConfig):
         value, base = getattr(config, field.name), default[field.name]

@@ -21,13 +21,9 @@ from buttonup_env.game.encoding import ENCODINGS
 from buttonup_env.learn.onnx_writer import export_onnx
 from buttonup_env.learn.sb3 import SB3VecEnv, TensorRolloutBuffer
 from buttonup_env.players.selfplay import OpponentMix, OpponentPool
-from training.config import RunConfig, learning_rates, make_policy
+from training.config import ENV_REWARDS, RunConfig, learning_rates, make_policy
 from training.distributed import Solo, Team, rank_seed
 from training.runfolder import RunFiles
-
-ENV_REWARD = {"margin": "round", "sign": "match"}
-"""--reward as ButtonUp-v1's reward argument (with episode="round": the margin / 18, or the
-sign)."""
 
 
 class PoolEnv(gym.Wrapper):
@@ -45,22 +41,26 @@ class PoolEnv(gym.Wrapper):
         return self.env.get_wrapper_attr("action_masks")()
 
 
-def make_env(snapshot_dir: Path, mix: OpponentMix, encoding: str, reward: str) -> gym.Env:
-    """One training env: ButtonUp-v1 seen through ``encoding``, one round per episode, the
-    round's ``reward`` (margin / 18 or sign) at its end, and the opponent pool as opponent.
-    The pool takes in a new snapshot when the trainer says so (never on a timer: which
-    snapshot plays must not depend on timing)."""
-    pool = OpponentPool(snapshot_dir, mix, refresh_seconds=math.inf, objective="round")
-    env = gym.make("ButtonUp-v1", opponent=pool, episode="round", reward=ENV_REWARD[reward])
+def make_env(
+    snapshot_dir: Path, mix: OpponentMix, encoding: str, reward: str, objective: str
+) -> gym.Env:
+    """One training env: ButtonUp-v1 seen through ``encoding``, its episodes those of the
+    ``objective`` (a match, or one round), paid by ``reward`` (--reward), and the opponent
+    pool as opponent. The pool takes in a new snapshot when the trainer says so (never on a
+    timer: which snapshot plays must not depend on timing)."""
+    pool = OpponentPool(snapshot_dir, mix, refresh_seconds=math.inf, objective=objective)
+    env = gym.make("ButtonUp-v1", opponent=pool, episode=objective, reward=ENV_REWARDS[reward])
     return PoolEnv(RingObservation(env, encoding=encoding), pool)
 
 
-def make_worker_env(snapshot_dir: Path, mix: OpponentMix, encoding: str, reward: str) -> gym.Env:
+def make_worker_env(
+    snapshot_dir: Path, mix: OpponentMix, encoding: str, reward: str, objective: str
+) -> gym.Env:
     """``make_env`` in a SubprocVecEnv worker. Ctrl-C in a terminal reaches the whole process
     group; the workers ignore it and leave the stopping to the main process
     (``training.callbacks.StopRequest``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return make_env(snapshot_dir, mix, encoding, reward)
+    return make_env(snapshot_dir, mix, encoding, reward, objective)
 
 
 def make_vec_env(config: RunConfig, run_dir: Path, seed: int | None = None) -> VecEnv:
@@ -68,14 +68,20 @@ def make_vec_env(config: RunConfig, run_dir: Path, seed: int | None = None) -> V
     pools reading the snapshots of ``run_dir``."""
     if config.vec_env == "batched":
         # the trainer refreshes the pool after each snapshot: no timing in which one plays
-        pool = OpponentPool(run_dir / "snapshots", config.opponents, refresh_seconds=math.inf)
+        pool = OpponentPool(
+            run_dir / "snapshots",
+            config.opponents,
+            refresh_seconds=math.inf,
+            objective=config.objective,
+        )
         batch = ButtonUpVectorEnv(
             config.n_envs,
             opponent=pool,
-            episode="round",
-            reward=ENV_REWARD[config.reward],
+            episode=config.objective,
+            reward=ENV_REWARDS[config.reward],
             encoding=config.encoding,
             random_start=config.random_start,
+            random_score=config.random_score,
         )
         venv: VecEnv = SB3VecEnv(batch)
         venv.seed(config.seed if seed is None else seed)
@@ -87,6 +93,7 @@ def make_vec_env(config: RunConfig, run_dir: Path, seed: int | None = None) -> V
         config.opponents,
         config.encoding,
         config.reward,
+        config.objective,
     )
     fns = [make] * config.n_envs
     venv = SubprocVecEnv(fns) if subproc else DummyVecEnv(fns)

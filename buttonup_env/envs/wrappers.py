@@ -13,6 +13,9 @@ from ..game.rules import NUM_SLOTS
 from .env import ButtonUpEnv
 from .interface import action_slot
 
+VIEWS = ("ring", "afterstates", "match-afterstates")
+"""The view encodings :class:`RingObservation` takes."""
+
 
 class RingObservation(
     gym.Wrapper[np.ndarray, np.int64, np.ndarray, np.int64], gym.utils.RecordConstructorArgs
@@ -20,8 +23,9 @@ class RingObservation(
     """``ButtonUp-v1`` (or ``-v0``) seen through a view encoding (see
     :mod:`buttonup_env.game.encoding`).
 
-    ``encoding="ring"`` (default) or ``"afterstates"`` (what training uses). Observation:
-    ``Box(0, 1, (729,) or (735,), float32)``, one view per legal move. Action: ``Discrete(3)``,
+    ``encoding="ring"`` (default), ``"afterstates"`` or ``"match-afterstates"`` (what training
+    uses, for the round and for the match). Observation: ``Box(0, 1, (729,), (735,) or (864,),
+    float32)``, one view per legal move. Action: ``Discrete(3)``,
     action ``a`` lifts the ``a``-th legal slot in increasing order. :meth:`action_masks` and
     ``info["action_mask"]`` are over these three actions. Rewards, episode ends and the other
     ``info`` keys are the env's; an action outside ``Discrete(3)`` raises ``ValueError``, and
@@ -34,8 +38,8 @@ class RingObservation(
         gym.Wrapper.__init__(self, env)
         if not isinstance(env.unwrapped, ButtonUpEnv):
             raise ValueError(f"RingObservation wraps ButtonUp-v1 or -v0, got {env.unwrapped!r}")
-        if encoding not in ("ring", "afterstates"):
-            raise ValueError(f"encoding={encoding!r}; use 'ring' or 'afterstates'")
+        if encoding not in VIEWS:
+            raise ValueError(f"encoding={encoding!r}; use {', '.join(map(repr, VIEWS))}")
         self.encoding: RingEncoding = ENCODINGS[encoding]  # type: ignore[assignment]
         self.observation_space = spaces.Box(0.0, 1.0, (self.encoding.size,), np.float32)
         self.action_space = spaces.Discrete(MAX_LEGAL)
