@@ -248,7 +248,7 @@ CONFIG_DAMAGE: dict[str, tuple[str, object, str]] = {
     "a rollout too large to hold": (
         "n_envs",
         65_536,
-        "--n-envs 65536 x --n-steps 64 would hold 12,331,253,760 bytes",
+        "--n-envs 65536 x --n-steps 64 would hold 14,495,514,624 bytes",
     ),
     "other envs than the saved games": (
         "n_envs",

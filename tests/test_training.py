@@ -506,9 +506,12 @@ def test_the_reward_is_the_round_margin_or_its_sign(
     paid = {}
     for reward in ("margin", "sign"):
         config = train.TrainConfig(  # bots only: no snapshot needed
+            objective="round",
+            encoding="afterstates",
             n_envs=4,
             vec_env=vec_env,
             random_start=0.5 if vec_env == "batched" else 0.0,
+            random_score=0.0,
             opponents=SOLVER_MIX,
         )
         venv = factories.make_vec_env(dataclasses.replace(config, reward=reward), tmp_path, seed=3)
@@ -719,15 +722,16 @@ BAD_TRAIN_ARGS = {
         lambda runs: [
             *TINY,
             *("--vec-env", "dummy", "--random-start", "0.5", "--opponents.prioritized", "0"),
-            *("--runs-dir", runs),
+            *("--random-score", "0", "--runs-dir", runs),
         ],
         "--random-start needs --vec-env batched",
     ),
     "the defaults without the batched env": (
         lambda runs: [*TINY, "--vec-env", "subproc", "--runs-dir", runs],
-        "--random-start and --opponents.prioritized need --vec-env batched (got --vec-env "
-        "subproc, whose single envs neither start rounds at random positions nor report results "
-        "for prioritized self-play); add --random-start 0 --opponents.prioritized 0",
+        "--random-start and --random-score and --opponents.prioritized need --vec-env batched "
+        "(got --vec-env subproc, whose single envs neither start at random positions or scores, "
+        "weigh the rounds' margins, nor report results for prioritized self-play); add "
+        "--random-start 0 --random-score 0 --opponents.prioritized 0",
     ),
     "prioritized self-play without the batched env": (
         lambda runs: [
@@ -738,10 +742,26 @@ BAD_TRAIN_ARGS = {
             "0",
             "--opponents.prioritized",
             "1",
+            "--random-score",
+            "0",
             "--runs-dir",
             runs,
         ],
         "--opponents.prioritized needs --vec-env batched",
+    ),
+    "a reward of the other objective": (
+        lambda runs: [*TINY, "--reward", "margin", "--runs-dir", runs],
+        "--reward margin is not a reward of --objective match; use match or "
+        "match-and-margins (or auto)",
+    ),
+    "random scores in rounds": (
+        lambda runs: [*TINY, "--objective", "round", "--random-score", "0.5", "--runs-dir", runs],
+        "--random-score 0.5 needs --objective match",
+    ),
+    "the margins' weight of a reward without margins": (
+        lambda runs: [*TINY, "--margin-weight-end", "0", "--runs-dir", runs],
+        "--margin-weight-end 0.0 weighs the rounds' margins of --reward match-and-margins, not "
+        "of --reward match",
     ),
     "an unknown ladder player": (
         lambda runs: [*TINY, "--ladder", "random", "nosuchbot", "--runs-dir", runs],
@@ -812,7 +832,7 @@ def test_export_writes_a_policy_and_its_card(
     assert done.returncode == 0, done.stderr
     assert f"wrote {out} and {out.with_suffix('.json')}" in done.stdout
     policy = load_policy(out)
-    assert policy.metadata[META_ENCODING] == "afterstates"
+    assert policy.metadata[META_ENCODING] == "match-afterstates"
     card = json.loads(out.with_suffix(".json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
     best = json.loads((run_dir / "checkpoints" / "best.json").read_text())

@@ -836,3 +836,33 @@ def test_random_scores_start_matches_at_every_score() -> None:
     for bad, says in ((1.5, "probability"), (0.3, "needs episode='match'")):
         with pytest.raises(ValueError, match=says):
             ButtonUpVectorEnv(2, random_score=bad, episode="round" if bad == 0.3 else "match")
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.25, 1.0])
+def test_the_rounds_margins_weigh_what_training_says(weight: float) -> None:
+    """With reward="round", every round pays its margin / 18 times round_reward_weight, and
+    the match still pays +1 or -1: the same games, their rewards told apart by the margins."""
+    envs = [
+        ButtonUpVectorEnv(32, reward=reward, target=3, backend="numpy")
+        for reward in ("round", "match")
+    ]
+    envs[0].round_reward_weight = weight
+    outs = [env.reset(seed=5) for env in envs]
+    rng = np.random.default_rng(5)
+    margins = 0
+    for _ in range(60):
+        mask = outs[0][1]["action_mask"]
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
+        before = envs[0]._batch.agent.copy()
+        steps = [env.step(actions) for env in envs]
+        info = steps[0][4]
+        expected = steps[1][1].copy()
+        if "_round_points" in info:
+            for i in np.flatnonzero(info["_round_points"]):
+                r, b = info["round_points"][i]
+                margin = (r - b) if before[i] == 0 else (b - r)
+                expected[i] += weight * margin / 18
+                margins += margin != 0
+        np.testing.assert_allclose(steps[0][1], expected, rtol=1e-6, atol=1e-7)
+        outs = [(s[0], s[4]) for s in steps]
+    assert margins > 10

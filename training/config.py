@@ -229,6 +229,12 @@ class TrainConfig:
     them) or sign (+1, 0 or -1 for winning, tying or losing the round). auto: match, or
     margin."""
 
+    margin_weight_end: float = 1.0
+    """With --reward match-and-margins: how much the rounds' margins count in the reward at the
+    end of the run; their weight falls linearly from 1 at the start (as the entropy
+    coefficient does), so that an agent learns the rounds from their margins early and plays
+    for the match alone at the end (0). 1: a constant weight."""
+
     random_start: float = 0.5
     """Probability that an episode's first round starts after 1 to 6 random moves (played by
     whoever is to move; the agent then takes the side to move), so that the agent meets
@@ -427,27 +433,36 @@ def check(config: RunConfig) -> RunConfig:
             f"--reward {config.reward} is not a reward of --objective {config.objective}; use "
             f"{allowed} (or auto)"
         )
+    if not 0 <= config.margin_weight_end <= 1:
+        raise ValueError(f"--margin-weight-end must be in [0, 1], got {config.margin_weight_end}")
+    if config.margin_weight_end != 1 and config.reward != "match-and-margins":
+        raise ValueError(
+            f"--margin-weight-end {config.margin_weight_end} weighs the rounds' margins of "
+            f"--reward match-and-margins, not of --reward {config.reward}"
+        )
     if config.random_score and config.objective != "match":
         raise ValueError(
             f"--random-score {config.random_score} needs --objective match (a round is played "
             "from 0-0); add --random-score 0"
         )
-    batched_only = [  # say it; don't drop them silently
-        flag
-        for flag, value in (
-            ("--random-start", config.random_start),
-            ("--random-score", config.random_score),
-            ("--opponents.prioritized", config.opponents.prioritized),
+    batched_only = [  # say it; don't drop them silently: (flag, the value that turns it off)
+        (flag, off)
+        for flag, on, off in (
+            ("--random-start", config.random_start, 0),
+            ("--random-score", config.random_score, 0),
+            ("--opponents.prioritized", config.opponents.prioritized, 0),
+            ("--margin-weight-end", config.margin_weight_end != 1.0, 1),
         )
-        if value
+        if on
     ]
     if batched_only and config.vec_env != "batched":
+        flags = [flag for flag, _ in batched_only]
         raise ValueError(
-            f"{' and '.join(batched_only)} {'need' if len(batched_only) > 1 else 'needs'} "
+            f"{' and '.join(flags)} {'need' if len(flags) > 1 else 'needs'} "
             f"--vec-env batched (got --vec-env {config.vec_env}, whose single envs neither "
-            "start at random positions or scores nor report results for prioritized "
-            "self-play); "
-            f"add {' '.join(flag + ' 0' for flag in batched_only)}"
+            "start at random positions or scores, weigh the rounds' margins, nor report "
+            "results for prioritized self-play); "
+            f"add {' '.join(f'{flag} {off}' for flag, off in batched_only)}"
         )
     ladder = check_ladder(config.ladder)  # ValueError naming a bad player
     if config.ladder_matches and config.ladder_matches < len(ladder):

@@ -36,7 +36,15 @@ from ..engine.batch import (
 )
 from ..engine.tables import game_tables
 from ..game.encoding import ENCODINGS, Encoding
-from ..game.rules import COLORS, DEFAULT_TARGET, NUM_SLOTS, State, check_target, is_whole_number
+from ..game.rules import (
+    COLORS,
+    DEFAULT_TARGET,
+    MAX_ROUND_MARGIN,
+    NUM_SLOTS,
+    State,
+    check_target,
+    is_whole_number,
+)
 from ..players.batched import BotPlayer, PolicyPlayer, Positions, check_legal, choose_together
 from ..players.bots import BOT_NAMES
 from ..players.shipped import shipped_policies
@@ -254,6 +262,11 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         self.random_start = float(random_start)
         self.random_start_moves = int(random_start_moves)
         self.random_score = float(random_score)
+        self.round_reward_weight = 1.0
+        """With ``reward="round"``: how much every round's margin / 18 counts in the reward
+        (1: as ButtonUp-v1 pays it). Training may change it between steps, to fade the
+        rounds' margins out of a match's reward (``training/train.py --margin-weight-end``);
+        it is not saved by :meth:`get_state`."""
         self.tables = game_tables()
         rules = Rules(
             target=self.target,
@@ -595,6 +608,8 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             raise ValueError(f"illegal action in env {bad}: {self._illegal(bad, actions)}")
         self._play_moves(count, out)
         self._play_opponents(count, out)
+        if self.reward_mode == "round" and self.round_reward_weight != 1.0:
+            self._weigh_margins(out)
 
         terminated = self._batch.done.copy()
         info_extra: dict[str, Any] = {"illegal_action": out.illegal}
@@ -612,6 +627,16 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         info.update(info_extra)
         self._unfinished = None
         return obs, out.reward, terminated, np.zeros(n, dtype=bool), info
+
+    def _weigh_margins(self, out: Outcome) -> None:
+        """Pay the rounds that ended in this step their margin / 18 times
+        :attr:`round_reward_weight`, instead of once (before any episode restarts: the
+        agents are those of the rounds)."""
+        ended = np.flatnonzero(out.has_points)
+        points = out.round_points[ended]
+        margin = (points[:, 0] - points[:, 1]) / MAX_ROUND_MARGIN  # Red's
+        agent = np.where(self._batch.agent[ended] == RED, margin, -margin)
+        out.reward[ended] += (self.round_reward_weight - 1.0) * agent
 
     def _illegal(self, env: int, actions: np.ndarray) -> str:
         state = self._state(env)
