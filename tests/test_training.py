@@ -730,8 +730,8 @@ BAD_TRAIN_ARGS = {
         lambda runs: [*TINY, "--vec-env", "subproc", "--runs-dir", runs],
         "--random-start and --random-score and --opponents.prioritized need --vec-env batched "
         "(got --vec-env subproc, whose single envs neither start at random positions or scores, "
-        "weigh the rounds' margins, nor report results for prioritized self-play); add "
-        "--random-start 0 --random-score 0 --opponents.prioritized 0",
+        "weigh the rounds' margins, end episodes at rounds, nor report results for prioritized "
+        "self-play); add --random-start 0 --random-score 0 --opponents.prioritized 0",
     ),
     "prioritized self-play without the batched env": (
         lambda runs: [

@@ -866,3 +866,34 @@ def test_the_rounds_margins_weigh_what_training_says(weight: float) -> None:
         np.testing.assert_allclose(steps[0][1], expected, rtol=1e-6, atol=1e-7)
         outs = [(s[0], s[4]) for s in steps]
     assert margins > 10
+
+
+def test_truncated_rounds_end_an_episode_where_the_match_goes_on() -> None:
+    """With truncate_rounds, a round that ends while its match goes on truncates the learner's
+    episode: the final observation is the next round's first, the match carries on (its score
+    kept), and only a match's end terminates."""
+    env = ButtonUpVectorEnv(64, truncate_rounds=True, target=4, backend="numpy")
+    plain = ButtonUpVectorEnv(64, target=4, backend="numpy")
+    outs = [e.reset(seed=8) for e in (env, plain)]
+    rng = np.random.default_rng(8)
+    truncations = terminations = 0
+    for _ in range(80):
+        mask = outs[0][1]["action_mask"]
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
+        steps = [e.step(actions) for e in (env, plain)]
+        (obs, reward, terminated, truncated, info), other = steps
+        np.testing.assert_array_equal(obs, other[0])  # the same games
+        np.testing.assert_array_equal(reward, other[1])
+        np.testing.assert_array_equal(terminated, other[2])
+        assert not (terminated & truncated).any() and not other[3].any()
+        if "_round_points" in info:
+            assert np.array_equal(truncated, info["_round_points"] & ~terminated)
+        if truncated.any():
+            np.testing.assert_array_equal(info["final_obs"][truncated], obs[truncated])
+            assert np.array_equal(info["_final_obs"], terminated | truncated)
+        truncations += int(truncated.sum())
+        terminations += int(terminated.sum())
+        outs = [(s[0], s[4]) for s in steps]
+    assert truncations > 50 and terminations > 5
+    with pytest.raises(ValueError, match="truncate_rounds=True"):
+        ButtonUpVectorEnv(2, truncate_rounds=True, episode="round")

@@ -229,6 +229,12 @@ class TrainConfig:
     them) or sign (+1, 0 or -1 for winning, tying or losing the round). auto: match, or
     margin."""
 
+    bootstrap_rounds: bool = False
+    """With --objective match: each round of a training match is an episode for PPO, truncated
+    at its end, whose return is the critic's value of the next round's start (its own estimate
+    of the match from the new score, as a time limit's end is bootstrapped), not the match's
+    result; only a match's last round is paid its result. The rounds' returns then carry
+    less of the later rounds' luck. Needs --vec-env batched."""
     margin_weight_end: float = 1.0
     """With --reward match-and-margins: how much the rounds' margins count in the reward at the
     end of the run; their weight falls linearly from 1 at the start (as the entropy
@@ -440,18 +446,24 @@ def check(config: RunConfig) -> RunConfig:
             f"--margin-weight-end {config.margin_weight_end} weighs the rounds' margins of "
             f"--reward match-and-margins, not of --reward {config.reward}"
         )
+    if config.bootstrap_rounds and config.objective != "match":
+        raise ValueError(
+            "--bootstrap-rounds needs --objective match (a round's end is a round episode's "
+            "end); add --no-bootstrap-rounds"
+        )
     if config.random_score and config.objective != "match":
         raise ValueError(
             f"--random-score {config.random_score} needs --objective match (a round is played "
             "from 0-0); add --random-score 0"
         )
-    batched_only = [  # say it; don't drop them silently: (flag, the value that turns it off)
+    batched_only = [  # say it; don't drop them silently: (flag, what turns it off)
         (flag, off)
         for flag, on, off in (
-            ("--random-start", config.random_start, 0),
-            ("--random-score", config.random_score, 0),
-            ("--opponents.prioritized", config.opponents.prioritized, 0),
-            ("--margin-weight-end", config.margin_weight_end != 1.0, 1),
+            ("--random-start", config.random_start, "--random-start 0"),
+            ("--random-score", config.random_score, "--random-score 0"),
+            ("--opponents.prioritized", config.opponents.prioritized, "--opponents.prioritized 0"),
+            ("--margin-weight-end", config.margin_weight_end != 1.0, "--margin-weight-end 1"),
+            ("--bootstrap-rounds", config.bootstrap_rounds, "--no-bootstrap-rounds"),
         )
         if on
     ]
@@ -460,9 +472,9 @@ def check(config: RunConfig) -> RunConfig:
         raise ValueError(
             f"{' and '.join(flags)} {'need' if len(flags) > 1 else 'needs'} "
             f"--vec-env batched (got --vec-env {config.vec_env}, whose single envs neither "
-            "start at random positions or scores, weigh the rounds' margins, nor report "
-            "results for prioritized self-play); "
-            f"add {' '.join(f'{flag} {off}' for flag, off in batched_only)}"
+            "start at random positions or scores, weigh the rounds' margins, end episodes at "
+            "rounds, nor report results for prioritized self-play); "
+            f"add {' '.join(off for _, off in batched_only)}"
         )
     ladder = check_ladder(config.ladder)  # ValueError naming a bad player
     if config.ladder_matches and config.ladder_matches < len(ladder):

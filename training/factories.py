@@ -82,6 +82,7 @@ def make_vec_env(config: RunConfig, run_dir: Path, seed: int | None = None) -> V
             encoding=config.encoding,
             random_start=config.random_start,
             random_score=config.random_score,
+            truncate_rounds=config.bootstrap_rounds,
         )
         venv: VecEnv = SB3VecEnv(batch)
         venv.seed(config.seed if seed is None else seed)

@@ -154,7 +154,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
     round's starter and every round's layout from the env's seeded generator; later rounds
     follow the starting rule; rewards are ButtonUp-v1's for ``reward`` and ``episode``; an
     illegal action ends that env's episode with -1 (``illegal_action="raise"``:
-    ``ValueError``, and no env moves). Episodes are never truncated.
+    ``ValueError``, and no env moves). Episodes are never truncated (but with ``truncate_rounds``).
 
     ## Autoreset
     ``metadata["autoreset_mode"]`` is ``AutoresetMode.SAME_STEP``: an env whose episode ends
@@ -200,6 +200,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       uniformly random moves, played by whoever is to move, the agent then taking the side to
       move, so that it meets positions off the usual paths.
       0 is ButtonUp-v1's game.
+    * ``truncate_rounds`` (default False, for training; needs ``episode="match"``): each round
+      of a match ends an episode for the learner, truncated (not terminated: the match goes
+      on), its final observation the next round's first (the same as the step's observation).
+      A learner then bootstraps a round's end from its own value of the next round's start, as
+      a time limit's end is bootstrapped, instead of waiting for the match's result; the match's
+      last round is terminated as before.
     * ``random_score`` (default 0, for training; needs ``episode="match"``): the probability
       that a match starts at a score drawn uniformly among those below the target (each
       player's points 0 to target - 1), so that the agent meets every score, not only those
@@ -242,6 +248,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         random_start_moves: int = 6,
         backend: str = "numba",
         random_score: float = 0.0,
+        truncate_rounds: bool = False,
     ) -> None:
         encoding = getattr(encoding, "name", encoding)  # an encoding, or its name
         self._check_arguments(
@@ -249,6 +256,12 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         )
         check_random_start(random_start, random_start_moves, episode, agent_color)
         check_random_score(random_score, episode)
+        if truncate_rounds not in (False, True) or (truncate_rounds and episode != "match"):
+            raise ValueError(
+                f"truncate_rounds={truncate_rounds!r} is not allowed; use False, or True with "
+                "episode='match' (a one-round episode ends with its round)"
+            )
+        self.truncate_rounds = bool(truncate_rounds)
         self.num_envs = int(num_envs)
         self.target = check_target(target)
         self.agent_color_choice = agent_color
@@ -623,10 +636,20 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._start_episodes(ended)
             self._play_opponents(len(ended), out)  # the new episodes' opening moves
         obs, mask = self._observation_and_mask()
+        truncated = np.zeros(n, dtype=bool)
+        if self.truncate_rounds:  # a round ended and the match goes on: its next observation
+            truncated = out.has_points & ~terminated  # is the final one of the round's episode
+            if truncated.any():
+                final_obs = info_extra.get("final_obs")
+                if final_obs is None:
+                    final_obs = np.zeros((n, *self.single_observation_space.shape), np.float32)
+                final_obs[truncated] = obs[truncated]
+                info_extra["final_obs"] = final_obs
+                info_extra["_final_obs"] = terminated | truncated
         info = self._info(out, mask)
         info.update(info_extra)
         self._unfinished = None
-        return obs, out.reward, terminated, np.zeros(n, dtype=bool), info
+        return obs, out.reward, terminated, truncated, info
 
     def _weigh_margins(self, out: Outcome) -> None:
         """Pay the rounds that ended in this step their margin / 18 times
