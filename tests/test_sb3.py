@@ -14,7 +14,7 @@ from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_suppo
 
 from buttonup_env.envs.vector import ButtonUpVectorEnv
 from buttonup_env.learn.nets import RingPolicy
-from buttonup_env.learn.sb3 import SB3VecEnv, TensorRolloutBuffer
+from buttonup_env.learn.sb3 import BootstrapTruncated, SB3VecEnv, TensorRolloutBuffer
 
 TRAIN = Path(__file__).resolve().parent.parent / "training" / "train.py"
 
@@ -151,3 +151,50 @@ def test_tensor_rollout_buffer_gives_the_parents_minibatches() -> None:
                 for a, b in zip(want, have, strict=True):
                     assert a.dtype == b.dtype and a.shape == b.shape
                     assert th.equal(a, b)
+
+
+def rollout_rewards(batched_bootstrap: bool) -> np.ndarray:
+    """The rewards of one rollout of an untrained MaskablePPO on match episodes whose rounds
+    are truncated, bootstrapped by BootstrapTruncated or by SB3's own loop."""
+    th.manual_seed(0)
+    venv = SB3VecEnv(
+        ButtonUpVectorEnv(
+            32,
+            opponent="random",
+            episode="match",
+            reward="round",
+            encoding="match-afterstates",
+            truncate_rounds=True,
+        )
+    )
+    model = MaskablePPO(
+        RingPolicy, venv, n_steps=24, seed=0, device="cpu", policy_kwargs=dict(hidden=(16,))
+    )
+    callback = BootstrapTruncated() if batched_bootstrap else None
+    model.learn(32 * 24, callback=callback)
+    return model.rollout_buffer.rewards.copy()
+
+
+def test_bootstrap_truncated_adds_what_sb3_adds_in_one_batch(monkeypatch) -> None:
+    """BootstrapTruncated's rewards are SB3's own bootstrap (one critic call an env), to float
+    precision, and SB3 does not add them a second time: the same rollout, bootstrapped both
+    ways, with values added, in batches where SB3 asks for one env at a time."""
+    th.set_num_threads(1)
+    sb3 = rollout_rewards(False)
+    batched = rollout_rewards(True)
+    np.testing.assert_allclose(batched, sb3, rtol=1e-5, atol=1e-6)
+    assert np.count_nonzero(sb3 % 1) > 10  # values were added: rewards off the grid of n/18
+    calls = []
+    original = RingPolicy.predict_values
+
+    def counted(self, obs):  # type: ignore[no-untyped-def]
+        calls.append(len(obs))
+        return original(self, obs)
+
+    monkeypatch.setattr(RingPolicy, "predict_values", counted)
+    rollout_rewards(True)
+    batched_calls = calls.copy()
+    calls.clear()
+    rollout_rewards(False)
+    assert sum(batched_calls) == sum(calls)  # the same values (and the rollout's last ones)
+    assert len(batched_calls) * 3 < len(calls)  # in a few calls, not one an env

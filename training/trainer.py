@@ -22,6 +22,7 @@ import torch as th
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import CallbackList
 
+from buttonup_env.learn.sb3 import BootstrapTruncated
 from training import scratch as scratch_copies
 from training.callbacks import (
     Agree,
@@ -257,6 +258,8 @@ def learn(
     agree = Agree(team, config, progress, stop, model.n_envs) if team.together else None
     periodic = Periodic(run, progress, stop, on_eval, team, agree)
     callbacks = [Clock(progress), Schedules(config, progress), periodic]
+    if config.bootstrap_rounds:  # first: its rewards are those the rollout buffer is given
+        callbacks.insert(0, BootstrapTruncated())
     with stop:
         try:
             if model.num_timesteps < config.total_steps:
