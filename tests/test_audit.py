@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,48 @@ def test_the_shipped_agent_at_0_0() -> None:
     assert found.total.wrong == 15_462
     assert found.total.mean_loss == pytest.approx(0.00050, abs=1e-5)
     assert found.seconds < 120
+
+
+def test_the_figures_as_data_and_the_summary_by_score() -> None:
+    """``to_dict`` holds what ``summary`` prints, as JSON: the totals, by move, kind and score
+    (``"R-B"``), and the worst decisions with their line; at several scores the summary names
+    the scores of the largest mean loss, the largest first."""
+    found = audit(MarginBot(), [(0, 0), (13, 13)], worst=3)
+    data = json.loads(json.dumps(found.to_dict()))  # JSON-ready: nothing but plain data
+    assert data["target"] == 15 and data["scores"] == ["0-0", "13-13"]
+    assert data["asked"] == found.asked and data["seconds"] == found.seconds
+    total = data["total"]
+    assert total["choices"] == 2 * 774_168 == found.total.choices
+    assert total["non_optimal"] == found.total.wrong > 0
+    assert total["non_optimal_round"] == 0  # the margin player never gives a round point away
+    assert total["mean_loss"] == pytest.approx(found.total.loss / found.total.choices)
+    assert total["loss_where_wrong"] == pytest.approx(found.total.loss / found.total.wrong)
+    assert set(data["by_score"]) == {"0-0", "13-13"}
+    at_start = data["by_score"]["0-0"]
+    assert at_start["choices"] == 774_168
+    assert at_start["mean_loss"] == pytest.approx(0.000027, abs=5e-7)  # as at 0-0 alone
+    assert sum(v["choices"] for v in data["by_move"].values()) == total["choices"]
+    assert list(data["by_move"]) == [str(m) for m in sorted(found.by_move)]
+    assert set(data["by_kind"]) == set(KINDS)
+    assert len(data["worst"]) == 3
+    for decision, kept in zip(data["worst"], found.worst, strict=True):
+        assert decision["line"] == kept.line()
+        assert decision["score"] == f"{kept.score[0]}-{kept.score[1]}"
+        assert decision["loss"] == kept.loss and decision["board"] == kept.board
+        assert decision["values"] == {str(s): v for s, v in kept.values.items()}
+
+    summary = found.summary()
+    assert summary.startswith("audit at 2 scores (target 15, both starters each): ")
+    larger, smaller = sorted(found.by_score, key=lambda s: -found.by_score[s].mean_loss)
+    line = next(x for x in summary.splitlines() if x.startswith("by score"))
+    assert line.startswith("by score, the 2 of the largest mean loss: ")
+    assert line.index(f"{larger[0]}-{larger[1]}: ") < line.index(f"{smaller[0]}-{smaller[1]}: ")
+    assert "worst:" in summary and found.worst[0].line() in summary
+
+
+def test_one_score_and_no_worst_decision_summarise_in_fewer_lines() -> None:
+    found = audit(MarginBot(), worst=0)
+    summary = found.summary()
+    assert summary.startswith("audit at 0-0 (target 15, both starters each): ")
+    assert "by score" not in summary  # one score: nothing to compare
+    assert "worst" not in summary and found.to_dict()["worst"] == []

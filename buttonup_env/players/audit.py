@@ -56,6 +56,19 @@ class Decision:
     loss: float
     """The probability of winning given away, on average over the player's moves."""
 
+    def to_dict(self) -> dict[str, object]:
+        """The decision as JSON-ready data (the score as ``"R-B"``, with its :meth:`line`)."""
+        return {
+            "board": self.board,
+            "mover": self.mover,
+            "score": f"{self.score[0]}-{self.score[1]}",
+            "starter": self.starter,
+            "played": {str(slot): p for slot, p in self.played.items()},
+            "values": {str(slot): v for slot, v in self.values.items()},
+            "loss": self.loss,
+            "line": self.line(),
+        }
+
     def line(self) -> str:
         """The decision on one line."""
         played = ", ".join(f"{s} ({100 * p:.0f}%)" for s, p in self.played.items() if p > 0)
@@ -97,6 +110,20 @@ class Tally:
         """Mean round points lost per decision."""
         return self.round_loss / self.choices if self.choices else 0.0
 
+    def to_dict(self) -> dict[str, float]:
+        """The counts and losses as JSON-ready data: the real choices, the non-optimal ones
+        for the match and for the round (expected counts: a stochastic player's share of a
+        wrong move counts), the mean match loss per choice and where it errs, the mean round
+        loss per choice."""
+        return {
+            "choices": self.choices,
+            "non_optimal": self.wrong,
+            "mean_loss": self.mean_loss,
+            "loss_where_wrong": self.loss / self.wrong if self.wrong else 0.0,
+            "non_optimal_round": self.wrong_round,
+            "mean_round_loss": self.mean_round_loss,
+        }
+
 
 @dataclass
 class Audit:
@@ -115,16 +142,20 @@ class Audit:
     """Positions the player was asked about."""
     seconds: float = 0.0
 
+    def where(self) -> str:
+        """The audited scores in a few words: ``"0-0"``, ``"all 225 scores"``, ``"2 scores"``."""
+        if len(self.scores) == 1:
+            return f"{self.scores[0][0]}-{self.scores[0][1]}"
+        every = "all " if len(self.scores) == self.target**2 else ""
+        return f"{every}{len(self.scores)} scores"
+
     def summary(self) -> str:
-        """Several lines: the totals, by move and by kind, and the worst decisions."""
+        """Several lines: the totals, by move and by kind, at several scores the ten scores of
+        the largest mean loss, and the worst decisions (when any was kept)."""
         t = self.total
-        scores = (
-            f"{self.scores[0][0]}-{self.scores[0][1]}"
-            if len(self.scores) == 1
-            else f"{len(self.scores)} scores"
-        )
         lines = [
-            f"audit at {scores} (target {self.target}): {t.choices:,} real choices; "
+            f"audit at {self.where()} (target {self.target}, both starters each): "
+            f"{t.choices:,} real choices; "
             f"non-optimal for the match {t.wrong:,.0f} ({100 * t.wrong / max(t.choices, 1):.2f}%), "
             f"mean loss {t.mean_loss:.6f} of winning probability per choice"
             + (f" ({t.loss / t.wrong:.4f} where it errs)" if t.wrong else "")
@@ -141,8 +172,33 @@ class Audit:
                 f"{kind}: {v.choices:,} choices, {v.wrong:,.0f} non-optimal, mean loss "
                 f"{v.mean_loss:.6f}"
             )
-        lines.extend(["worst:", *(f"  {d.line()}" for d in self.worst)])
+        if len(self.by_score) > 1:
+            worst = sorted(self.by_score.items(), key=lambda item: -item[1].mean_loss)[:10]
+            lines.append(
+                f"by score, the {len(worst)} of the largest mean loss: "
+                + ", ".join(
+                    f"{r}-{b}: {v.mean_loss:.6f} ({v.wrong:,.0f} non-optimal)"
+                    for (r, b), v in worst
+                )
+            )
+        if self.worst:
+            lines.extend(["worst:", *(f"  {d.line()}" for d in self.worst)])
         return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, object]:
+        """Every figure as JSON-ready data: the totals, by move, by kind and by score (keyed
+        ``"R-B"``), and the worst decisions."""
+        return {
+            "target": self.target,
+            "scores": [f"{r}-{b}" for r, b in self.scores],
+            "seconds": self.seconds,
+            "asked": self.asked,
+            "total": self.total.to_dict(),
+            "by_move": {str(m): v.to_dict() for m, v in sorted(self.by_move.items())},
+            "by_kind": {kind: v.to_dict() for kind, v in self.by_kind.items()},
+            "by_score": {f"{r}-{b}": v.to_dict() for (r, b), v in self.by_score.items()},
+            "worst": [d.to_dict() for d in self.worst],
+        }
 
     def loss_by_score(self) -> np.ndarray:
         """``[r, b]``: the mean match loss per choice at each audited score (NaN elsewhere)."""
