@@ -30,6 +30,7 @@ from commands import run, run_process
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
 from buttonup_env.game.rules import LAYOUTS, State
+from buttonup_env.players.audit import Audit, Tally, audit
 from buttonup_env.players.bots import GradedBot, GreedyBot, RandomBot
 from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
@@ -1376,6 +1377,124 @@ def test_evaluate_cli_refuses_bad_arguments(case: str, tmp_path: Path) -> None:
     done = run(EVALUATE, *make_args(tmp_path))
     assert done.returncode == 2
     assert fragment in one_error_line(done)
+
+
+# --- training/evaluate.py --audit --------------------------------------------------------------
+
+
+def test_evaluate_audit_prints_writes_and_draws_at_0_0(tmp_path: Path) -> None:
+    """``--audit`` at its default 0-0: the summary, the worst decisions in the rules' notation,
+    the figures as JSON (the margin player's 0.000027 of winning probability per real choice)
+    and a picture."""
+    figures_file, picture = tmp_path / "audit.json", tmp_path / "audit.png"
+    args = ["--model", "margin", "--audit", "--worst", "2", "--no-progress"]
+    done = run(EVALUATE, *args, "--json", figures_file, "--plot", picture)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(
+        "margin: audit at 0-0 (target 15, both starters each): 774,168 real choices; "
+    )
+    figures = json.loads(figures_file.read_text())
+    assert figures["model"] == "margin"
+    found = figures["audit"]
+    assert found["scores"] == ["0-0"] and found["target"] == 15
+    assert found["total"]["choices"] == 774_168
+    assert found["total"]["mean_loss"] == pytest.approx(0.000027, abs=5e-7)
+    assert found["total"]["non_optimal_round"] == 0
+    assert f"non-optimal for the match {found['total']['non_optimal']:,.0f} " in lines[0]
+    worst = [line.strip() for line in lines[lines.index("worst:") + 1 :][:2]]
+    assert worst == [decision["line"] for decision in found["worst"]]
+    board = found["worst"][0]["board"]
+    assert State.from_notation(board, to_move=found["worst"][0]["mover"])  # the rules' notation
+    assert f"figures written to {figures_file}" in lines
+    assert f"picture drawn in {picture}" in lines
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_evaluate_audit_of_a_policy_at_every_score(tmp_path: Path, linear_policy: Callable) -> None:
+    """``--scores all`` on an ONNX policy that sees the score (asked at every score): the
+    figures of every score of a match to --target, the same as the library's audit, and the
+    heat map."""
+    policy = linear_policy(tmp_path / "seeing.onnx", "match-afterstates", 5)
+    figures_file, picture = tmp_path / "audit.json", tmp_path / "audit.png"
+    args = ["--audit", "--scores", "all", "--target", "2", "--worst", "3", "--no-progress"]
+    done = run(EVALUATE, "--model", policy, *args, "--json", figures_file, "--plot", picture)
+    assert done.returncode == 0, done.stderr
+    assert "audit at all 4 scores (target 2, both starters each)" in done.stdout
+    assert "by score, the 4 of the largest mean loss: " in done.stdout
+    found = json.loads(figures_file.read_text())["audit"]
+    assert found["scores"] == ["0-0", "0-1", "1-0", "1-1"]
+    assert set(found["by_score"]) == set(found["scores"])
+    expected = audit(load_policy(policy), "all", 2, worst=3)
+    assert found["total"] == pytest.approx(expected.total.to_dict())
+    assert found["asked"] == expected.asked == 4 * 774_168  # asked again at every score
+    assert [d["line"] for d in found["worst"]] == [d.line() for d in expected.worst]
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+BAD_AUDIT_ARGS = {
+    "no score": (["--audit", "--scores"], "--scores needs a score state"),
+    "a score past the target": (
+        ["--audit", "--scores", "15-0"],
+        "--scores 15-0 is not a score of a match to 15: each player's points are a whole number "
+        "from 0 to 14",
+    ),
+    "not a score": (["--audit", "--scores", "x"], "--scores 'x' is not a score; write R-B"),
+    "all and more": (["--audit", "--scores", "all", "0-0"], "give it alone"),
+    "audit flags without --audit": (
+        ["--plot", "a.png", "--worst", "3"],
+        "--plot and --worst go with --audit; add --audit",
+    ),
+    "matches' flags with --audit": (
+        ["--audit", "--opponent", "perfect", "--seed", "3"],
+        "--audit judges the model's every decision and plays no matches; leave out --opponent "
+        "and --seed",
+    ),
+    "a picture that is not a png": (["--audit", "--plot", "a.txt"], "give the .png file"),
+    "a negative count of worst decisions": (
+        ["--audit", "--worst", "-1"],
+        "--worst is -1; it must be a whole number from 0 to 10,000",
+    ),
+    "an unsolved target": (["--audit", "--target", "101"], "solved for targets up to 100"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_AUDIT_ARGS))
+def test_evaluate_audit_refuses_bad_arguments(case: str) -> None:
+    args, fragment = BAD_AUDIT_ARGS[case]
+    done = run(EVALUATE, "--model", "margin", *args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert fragment in one_error_line(done)
+
+
+def test_evaluate_audit_keeps_an_existing_picture(tmp_path: Path) -> None:
+    picture = tmp_path / "audit.png"
+    picture.write_bytes(b"mine")
+    done = run(EVALUATE, "--model", "margin", "--audit", "--plot", picture)
+    assert done.returncode == 2
+    assert f"--plot {picture} exists; give --force to replace it" in one_error_line(done)
+    assert picture.read_bytes() == b"mine"
+
+
+def test_the_audit_picture_draws_loss_by_score(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    """At several scores the picture is a heat map of the loss by score beside the loss by
+    move; its table holds each audited score's mean loss where Red's and Black's points
+    meet."""
+    found = Audit(3, [(0, 0), (1, 2)])
+    found.by_score = {(0, 0): Tally(10, 1.0, 0.02), (1, 2): Tally(10, 2.0, 0.5)}
+    found.by_move = {1: Tally(8, 1.0, 0.1), 2: Tally(12, 2.0, 0.42)}
+    found.total = Tally(20, 3.0, 0.52)
+    table = found.loss_by_score()
+    assert table[1, 2] == pytest.approx(0.05) and table[0, 0] == pytest.approx(0.002)
+    assert np.isnan(table[2, 1])  # not audited: blank
+    picture = training_script("plots").audit_picture(found, "made up")
+    assert picture[:8] == b"\x89PNG\r\n\x1a\n"
+    one = Audit(3, [(0, 0)], total=Tally(8, 1.0, 0.1), by_move={1: Tally(8, 1.0, 0.1)})
+    one.by_score = {(0, 0): one.total}
+    assert training_script("plots").audit_picture(one)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_learning_curve_labels_the_regret_axis_down_to_the_lowest_regret(

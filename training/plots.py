@@ -1,5 +1,6 @@
-"""Pictures of training: matplotlib drawing into files only, and the learning curve of a run's
-periodic evaluations (``learning_curve.png``)."""
+"""Pictures of training: matplotlib drawing into files only, the learning curve of a run's
+periodic evaluations (``learning_curve.png``), and the picture of an audit
+(``training/evaluate.py --audit --plot``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+from buttonup_env.players.audit import Audit
 from buttonup_env.ui.cli import write_output
 from training.runfolder import EVAL_BOTS, EvalRow
 
@@ -90,5 +92,69 @@ def learning_curve(rows: list[EvalRow], title: str = "") -> bytes | None:
     right.grid(True, lw=0.3)
     if title:
         fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return figure_png(fig)
+
+
+def audit_picture(found: Audit, title: str = "") -> bytes:
+    """The picture of an audit, as PNG bytes. At several scores: the mean loss of winning
+    probability per real choice by score (a heat map, Red's points up, Black's across; blank
+    where not audited) beside the mean loss by move number. At one score: the mean loss by
+    move number beside the share of non-optimal choices by move, for the match and for the
+    round."""
+    plt = pyplot()
+
+    moves = sorted(found.by_move)
+    loss = [found.by_move[m].mean_loss for m in moves]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4), dpi=100)
+    by_move = right if len(found.by_score) > 1 else left
+    by_move.bar(moves, loss, color="tab:purple")
+    by_move.set(
+        xlabel="move of the round",
+        ylabel="probability of winning lost per choice",
+        title="mean loss by move number",
+        xticks=moves,
+    )
+    by_move.grid(True, axis="y", lw=0.3)
+    if len(found.by_score) > 1:
+        table = found.loss_by_score()
+        image = left.imshow(table, origin="lower", cmap="magma_r", interpolation="nearest")
+        left.set(
+            xlabel="Black's points",
+            ylabel="Red's points",
+            title="mean loss per real choice by score (both starters)",
+        )
+        ticks = range(0, found.target, 2 if found.target > 8 else 1)
+        left.set(xticks=ticks, yticks=ticks)
+        fig.colorbar(image, ax=left, label="probability of winning lost per choice")
+    else:
+        width = 0.4
+        for shift, (name, share) in zip(
+            (-width / 2, width / 2),
+            (
+                ("the match", [found.by_move[m].wrong / found.by_move[m].choices for m in moves]),
+                (
+                    "the round",
+                    [found.by_move[m].wrong_round / found.by_move[m].choices for m in moves],
+                ),
+            ),
+            strict=True,
+        ):
+            right.bar([m + shift for m in moves], [100 * x for x in share], width, label=name)
+        right.set(
+            xlabel="move of the round",
+            ylabel="non-optimal choices (%)",
+            title="non-optimal choices by move number",
+            xticks=moves,
+        )
+        right.legend(fontsize=8, title="non-optimal for", title_fontsize=8)
+        right.grid(True, axis="y", lw=0.3)
+    t = found.total
+    fig.suptitle(
+        (f"{title}: " if title else "")
+        + f"{t.choices:,} real choices, {t.wrong:,.0f} non-optimal for the match, mean loss "
+        f"{t.mean_loss:.6f}",
+        fontsize=10,
+    )
     fig.tight_layout()
     return figure_png(fig)
