@@ -151,6 +151,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
         for bot in ("random", "greedy", "perfect"):
             assert 0 <= row[f"win_rate_{bot}"] <= 1
             assert row[f"regret_{bot}"] >= 0
+            assert 0 <= row[f"match_regret_{bot}"] <= 1  # of the probability of winning
         by_move = row["regret_by_move_perfect"]  # a round is eight moves; None: no decision
         measured = [r for r in by_move if r is not None]
         assert len(by_move) == 8 and measured and all(r >= 0 for r in measured)
@@ -158,6 +159,11 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
         assert row["elo_low"] < row["elo"] < row["elo_high"]  # the rating against the ladder
         assert row["ladder_matches"] == config["ladder_matches"] and 0 <= row["ladder_score"] <= 1
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the best checkpoint: the first evaluation of the lowest figure of the run's objective
+    chosen_by = "match_regret_perfect" if config["objective"] == "match" else "regret_perfect"
+    lowest = min(rows, key=lambda row: row[chosen_by])
+    assert best["progress"]["best_steps"] == lowest["steps"]
+    assert best["progress"]["best_regret"] == lowest[chosen_by]
 
     card = json.loads((run_dir / "final.json").read_text())
     assert card["model"] == "final.onnx"
@@ -194,6 +200,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
     assert scalar_steps(run_dir, "eval/win_rate_random")
     assert scalar_steps(run_dir, "eval/regret_vs_perfect_first_move")
+    assert scalar_steps(run_dir, "eval/match_regret_vs_perfect")
     assert scalar_steps(run_dir, "eval/elo") == scalar_steps(run_dir, "eval/win_rate_random")
     assert scalar_steps(run_dir, "pool/size")
 
@@ -806,6 +813,100 @@ def test_train_names_a_bad_opponent_mix_value(tmp_path: Path) -> None:
         line.strip("│ ") for line in done.stderr.splitlines()
     )
     assert not any(tmp_path.iterdir())
+
+
+def eval_row(steps: int, regret: float, match_regret: float | None) -> Any:
+    """A periodic evaluation with these regrets against the perfect bot."""
+    from training.runfolder import EvalRow
+
+    return EvalRow(
+        steps=steps, minutes=0.0, win_rate_random=1.0, regret_random=0.5, win_rate_greedy=0.5,
+        regret_greedy=0.5, win_rate_perfect=0.25, regret_perfect=regret,
+        regret_by_move_perfect=(regret,) * 8, match_regret_perfect=match_regret,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("objective", "best_steps"),
+    [("match", 200), ("round", 100)],
+)
+def test_the_best_checkpoint_is_chosen_by_the_objectives_figure(
+    objective: str, best_steps: int, training_script: Callable[[str], ModuleType]
+) -> None:
+    """A match run keeps the evaluation of the lowest match regret against the perfect bot, a
+    round run the lowest round regret; a tie keeps the earlier one."""
+    new_best = training_script("callbacks").new_best
+    from training.checkpoints import Progress
+
+    progress = Progress()
+    rows = [
+        eval_row(0, 0.30, 0.0040),
+        eval_row(100, 0.05, 0.0030),  # the round's best
+        eval_row(200, 0.20, 0.0010),  # the match's best
+        eval_row(300, 0.05, 0.0010),  # ties with both: not better
+    ]
+    saved = [row.steps for row in rows if new_best(progress, row, objective)]
+    assert saved[0] == 0 and saved[-1] == best_steps
+    assert progress.best_steps == best_steps
+    chosen = next(row for row in rows if row.steps == best_steps)
+    assert progress.best_regret == chosen.best_figure(objective)
+    assert saved == ([0, 100, 200] if objective == "match" else [0, 100])
+
+
+def test_a_match_run_prefers_any_evaluation_with_a_match_regret(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    """An evaluation without the match regret (a row of before it was measured) counts as
+    infinitely bad for a match run: it is kept only while nothing better is known."""
+    new_best = training_script("callbacks").new_best
+    from training.checkpoints import Progress
+
+    progress = Progress()
+    unmeasured, measured = eval_row(0, 0.01, None), eval_row(100, 0.5, 0.02)
+    assert unmeasured.best_figure("match") == float("inf")
+    assert unmeasured.best_figure("round") == 0.01
+    assert new_best(progress, unmeasured, "match") and progress.best_regret is None
+    assert not new_best(progress, eval_row(50, 0.001, None), "match")
+    assert new_best(progress, measured, "match") and progress.best_steps == 100
+    assert progress.best_regret == 0.02
+
+
+def test_an_evaluation_row_reports_both_levels(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    """eval.jsonl's row: the match regrets beside the round's (left out of an old row, which
+    still reads), in its figures and its progress line."""
+    runfolder = training_script("runfolder")
+    row = dataclasses.replace(
+        eval_row(2048, 0.125, 0.00321), match_regret_random=0.01, match_regret_greedy=0.02
+    )
+    assert row.match_regret("perfect") == 0.00321 and row.match_regret("random") == 0.01
+    assert row.figures()["match_regret_perfect"] == 0.00321
+    assert row.message().startswith(
+        "step      2,048  regret vs perfect 0.125  match regret 0.00321  win rate: random 100%"
+    )
+    old = to_json(eval_row(2048, 0.125, None))
+    assert "match_regret_perfect" not in old  # a row of before: no match regret
+    (read,) = runfolder.eval_rows((json.dumps(old) + "\n").encode(), "eval.jsonl")
+    assert read.match_regret_perfect is None and "match regret" not in read.message()
+    (again,) = runfolder.eval_rows((json.dumps(to_json(row)) + "\n").encode(), "eval.jsonl")
+    assert again == row
+
+
+def test_the_learning_curve_draws_the_match_regret_when_rows_have_it(
+    training_script: Callable[[str], ModuleType],
+) -> None:
+    """A third panel, the match regret against the perfect bot, for rows that measured it (the
+    picture is 5 inches of 100 pixels a panel)."""
+    curve = training_script("plots").learning_curve
+
+    def width(png: bytes) -> int:
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        return int.from_bytes(png[16:20], "big")  # the IHDR chunk's width
+
+    both = [eval_row(0, 1.0, 0.05), eval_row(100, 0.5, 0.0)]  # a zero: a symlog axis
+    old = [eval_row(0, 1.0, None), eval_row(100, 0.5, None)]
+    assert width(curve(both)) == 1500 and width(curve(old)) == 1000
 
 
 # --- training/export.py -----------------------------------------------------------------------

@@ -4,6 +4,7 @@ budgets, the schedules, the workers' agreement at each rollout, and the periodic
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import sys
@@ -202,6 +203,20 @@ class Agree(BaseCallback):
         return True
 
 
+def new_best(progress: Progress, row: EvalRow, objective: str) -> bool:
+    """Whether the periodic evaluation ``row`` makes a new best checkpoint: the first one, or
+    the lowest figure of :data:`training.runfolder.BEST_BY` for the run's ``objective`` so far
+    (the match regret against the perfect bot for a match run, the round regret for a round
+    run). A new best goes into ``progress`` (its figure and step)."""
+    figure = row.best_figure(objective)
+    best = math.inf if progress.best_regret is None else progress.best_regret
+    if progress.best_steps is not None and not figure < best:
+        return False
+    progress.best_regret = None if math.isinf(figure) else figure
+    progress.best_steps = row.steps
+    return True
+
+
 class Periodic(BaseCallback):
     """Snapshots, evaluations and checkpoints at fixed step intervals, and the progress bar.
 
@@ -305,8 +320,9 @@ class Periodic(BaseCallback):
 
     def evaluate_learner(self, together: bool = True) -> None:
         """Evaluate the learner (:func:`training.periodic.evaluate_learner`); worker 0 logs the
-        figures, saves the best checkpoint, writes the row, prints it and hands it to
-        ``on_eval``. Without ``together`` worker 0 evaluates alone."""
+        figures, saves the best checkpoint (the lowest figure of
+        :data:`training.runfolder.BEST_BY` for the run's objective), writes the row, prints it
+        and hands it to ``on_eval``. Without ``together`` worker 0 evaluates alone."""
         p = self.progress
         minutes = round(p.train_seconds / 60, 2)
         policy, steps = self.model.policy, self.steps
@@ -316,8 +332,7 @@ class Periodic(BaseCallback):
         done.log(self.logger)
         row = done.row
         p.last_eval_steps = self.steps
-        if p.best_regret is None or row.regret_perfect < p.best_regret:
-            p.best_regret, p.best_steps = row.regret_perfect, self.steps
+        if new_best(p, row, self.config.objective):
             Checkpoints(self.run).save(self.model, p, name="best")
         self.run.append_eval(row)
         (self.bar.write if self.bar is not None else print)(row.message())

@@ -1,6 +1,7 @@
 """A run's checkpoints: saving them, reading them back, and checking every tensor first.
 
-``checkpoints/NAME.pt`` and ``NAME.json`` for ``latest`` and ``best`` (the lowest regret):
+``checkpoints/NAME.pt`` and ``NAME.json`` for ``latest`` and ``best`` (the lowest regret
+against the perfect bot, in the terms of the run's objective):
 the tensors only (the policy's weights and Adam's state, written with ``torch.save`` and read
 back with ``torch.load(weights_only=True)``, which refuses anything but tensors and plain
 containers: no code runs while it is read), and a :class:`Checkpoint` (the steps and updates
@@ -64,7 +65,9 @@ class Progress:
     last_eval_steps: Count | None = None
     """The step of the last periodic evaluation."""
     best_regret: Annotated[float, Range(0)] | None = None
-    """The lowest regret against the perfect bot of the periodic evaluations, ..."""
+    """The lowest regret against the perfect bot of the periodic evaluations, in the terms of
+    the run's objective (:data:`training.runfolder.BEST_BY`: the match regret for a match run,
+    the round regret for a round run), ..."""
     best_steps: Count | None = None
     """... at this step: the ``best`` checkpoint."""
     resume: ResumePoint | None = None

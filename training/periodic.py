@@ -3,13 +3,16 @@ and its rating against the ladder, as an :class:`~training.runfolder.EvalRow`.
 
 Every evaluation plays the same layouts (:data:`PERIODIC_EVAL_SEED`), so that rows compare,
 and measures through the arena's batched matches (``buttonup_env.players.arena``), as a
-policy's card does. With several workers evaluating together, worker 1 plays the rating
+policy's card does: against each bot the win rate, the round regret and the match regret (the
+probability of winning the match lost per decision, counted in the same matches at no extra
+cost). With several workers evaluating together, worker 1 plays the rating
 matches while worker 0 plays the bots' (their weights are equal, so is the policy each
 exports): the row is the one a single process gets.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,8 @@ class Evaluation:
             logger.record(f"eval/win_rate_{name}", result.win_rate)
             logger.record(f"eval/regret_vs_{name}", result.mean_regret)
             logger.record(f"eval/round_margin_{name}", result.mean_round_margin)
+            if not math.isnan(result.mean_match_regret):
+                logger.record(f"eval/match_regret_vs_{name}", result.mean_match_regret)
             if name == "perfect":  # where in a round the mistakes sit (the first moves, so far)
                 logger.record("eval/regret_vs_perfect_first_move", result.regret_by_move[0])
         if self.row.elo is not None:
@@ -92,9 +97,18 @@ def evaluate_learner(
         win_rate_perfect=perfect.win_rate,
         regret_perfect=perfect.mean_regret,
         regret_by_move_perfect=tuple(perfect.to_dict()["regret_by_move"]),
+        match_regret_random=measured(random.mean_match_regret),
+        match_regret_greedy=measured(greedy.mean_match_regret),
+        match_regret_perfect=measured(perfect.mean_match_regret),
         **rating,
     )
     return Evaluation(row, dict(zip(EVAL_BOTS, played, strict=True)))
+
+
+def measured(figure: float) -> float | None:
+    """A figure of an ``EvaluationResult`` (``buttonup_env.players.evaluation``) as a row
+    holds it: None for NaN (not measured)."""
+    return None if math.isnan(figure) else figure
 
 
 def helped(team: Team) -> dict[str, Any]:

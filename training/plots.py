@@ -53,14 +53,19 @@ def save_figure(fig: Any, path: Path) -> None:
 
 
 def learning_curve(rows: list[EvalRow], title: str = "") -> bytes | None:
-    """Win rates against the bots and regret against the solver over steps, as PNG bytes,
-    from the periodic evaluations ``rows``; None when there are none."""
+    """Win rates against the bots, the round regret and (rows that have it) the match regret
+    against the perfect bot over steps, as PNG bytes, from the periodic evaluations ``rows``;
+    None when there are none."""
     if not rows:
         return None
     plt = pyplot()
 
     steps = [row.steps / 1e6 for row in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), dpi=100)
+    match = [(s, row.match_regret_perfect) for s, row in zip(steps, rows, strict=True)]
+    match = [(s, r) for s, r in match if r is not None]
+    panels = 3 if match else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.8), dpi=100)
+    left, right = axes[0], axes[1]
     colours = ("tab:green", "tab:orange", "tab:red")
     for name, colour in zip(EVAL_BOTS, colours, strict=True):
         left.plot(
@@ -90,6 +95,15 @@ def learning_curve(rows: list[EvalRow], title: str = "") -> bytes | None:
     right.minorticks_off()
     right.axhline(0.1, color="grey", lw=0.6, ls=":")
     right.grid(True, lw=0.3)
+    if match:
+        axes[2].plot(*zip(*match, strict=True), marker=".", color="tab:purple")
+        axes[2].set(
+            xlabel="environment steps (millions)",
+            ylabel="probability of winning per decision",
+            title="mean match regret (matches vs perfect)",
+            yscale="symlog" if min(r for _, r in match) == 0 else "log",
+        )
+        axes[2].grid(True, lw=0.3)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -6,7 +6,8 @@ A run folder ``RUN`` holds:
 * ``config.json``: the run's :class:`~training.config.RunConfig` (its fields at the top
   level), the ``format`` of the folder, the ``command`` that started the run and the
   ``code_version`` that ran it;
-* ``checkpoints/NAME.pt`` and ``NAME.json`` for ``latest`` and ``best`` (the lowest regret):
+* ``checkpoints/NAME.pt`` and ``NAME.json`` for ``latest`` and ``best`` (the lowest regret
+  against the perfect bot, in match or round terms by the run's objective: :data:`BEST_BY`):
   written and read back by :mod:`training.checkpoints`, ``latest``'s holding the point a
   resumed run goes on from (:mod:`training.resume`);
 * ``snapshots/step_NNNNNNNNN.onnx``, the opponent pool; ``eval.jsonl``, the periodic
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import shlex
@@ -103,12 +105,23 @@ Regret = Annotated[float, Range(0)]
 EVAL_BOTS = ("random", "greedy", "perfect")
 """The bots a periodic evaluation plays, in the order of their ``eval.jsonl`` fields."""
 
+BEST_BY = {
+    "match": ("match_regret_perfect", "the lowest match regret against the perfect bot"),
+    "round": ("regret_perfect", "the lowest round regret against the perfect bot"),
+}
+"""By a run's objective: the :class:`EvalRow` field that chooses its best checkpoint, and the
+choice in words (a card's ``chosen_by``). The match's exploitability would judge a match run
+better, but for a policy that sees the score it takes a minute or more, too slow for a
+periodic evaluation (``docs/training.md``)."""
+
 
 @dataclass(frozen=True)
 class EvalRow:
     """A periodic evaluation, one line of ``eval.jsonl`` (``training.periodic.evaluate_learner``
     makes it): the step and training minutes, the win rate and the mean regret against each
-    bot of :data:`EVAL_BOTS`, the regret against the perfect bot by move of the round, and the
+    bot of :data:`EVAL_BOTS` (round points lost per decision), the regret against the perfect
+    bot by move of the round, the match regret against each bot (the probability of winning
+    the match lost per decision; left out of rows written before it was measured), and the
     rating against the ladder (left out without one)."""
 
     steps: Count
@@ -120,6 +133,9 @@ class EvalRow:
     win_rate_perfect: Share
     regret_perfect: Regret
     regret_by_move_perfect: Annotated[tuple[Regret | None, ...], Length(MOVES_PER_ROUND)]
+    match_regret_random: Annotated[Regret | None, Omittable()] = None
+    match_regret_greedy: Annotated[Regret | None, Omittable()] = None
+    match_regret_perfect: Annotated[Regret | None, Omittable()] = None
     elo: Annotated[float | None, Omittable()] = None
     elo_low: Annotated[float | None, Omittable()] = None
     elo_high: Annotated[float | None, Omittable()] = None
@@ -136,19 +152,35 @@ class EvalRow:
         regrets = (self.regret_random, self.regret_greedy, self.regret_perfect)
         return dict(zip(EVAL_BOTS, regrets, strict=True))[bot]
 
+    def match_regret(self, bot: str) -> float | None:
+        """The mean match regret per decision in the matches against the bot ``bot`` (None in
+        a row written before it was measured)."""
+        regrets = (self.match_regret_random, self.match_regret_greedy, self.match_regret_perfect)
+        return dict(zip(EVAL_BOTS, regrets, strict=True))[bot]
+
+    def best_figure(self, objective: str) -> float:
+        """The figure that chooses a run's best checkpoint (the lowest is the best): with the
+        objective ``"match"`` the match regret against the perfect bot (the match-perfect
+        player), with ``"round"`` the round regret against it (:data:`BEST_BY`). A row
+        without the match regret counts as infinitely bad for a match run."""
+        figure = getattr(self, BEST_BY[objective][0])
+        return math.inf if figure is None else figure
+
     def figures(self) -> dict[str, Any]:
-        """The win rates and regrets against the bots, by their ``eval.jsonl`` names (a
-        trial's final figures)."""
+        """The win rates and regrets (round and match) against the bots, by their
+        ``eval.jsonl`` names (a trial's final figures)."""
         return {
             key: value
             for key, value in to_json(self).items()
-            if key.startswith(("regret_", "win_rate_"))
+            if key.startswith(("regret_", "match_regret_", "win_rate_"))
         }
 
     def message(self) -> str:
         """The line the trainer prints for it."""
-        line = f"step {self.steps:>10,}  regret vs perfect {self.regret_perfect:.3f}  win rate: "
-        line += ", ".join(f"{n} {100 * self.win_rate(n):.0f}%" for n in EVAL_BOTS)
+        line = f"step {self.steps:>10,}  regret vs perfect {self.regret_perfect:.3f}"
+        if self.match_regret_perfect is not None:
+            line += f"  match regret {self.match_regret_perfect:.5f}"
+        line += "  win rate: " + ", ".join(f"{n} {100 * self.win_rate(n):.0f}%" for n in EVAL_BOTS)
         return line + ("" if self.elo is None else f"  Elo {self.elo:.0f}")
 
 

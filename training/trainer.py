@@ -1,6 +1,7 @@
 """A training run from start to end: :func:`train` opens (or resumes) the run folder, starts
 the other workers when the run has several, trains, saves a checkpoint when it stops, and at
-the end exports the final policy and the lowest-regret checkpoint with their cards.
+the end exports the final policy and the best checkpoint (by the run's objective:
+:data:`training.runfolder.BEST_BY`) with their cards.
 
 What it is made of lives below: the envs and the model (:mod:`training.factories`), what runs
 inside SB3's ``learn()`` (:mod:`training.callbacks`), the periodic evaluation
@@ -43,7 +44,7 @@ from training.launch import launch
 from training.plots import learning_curve
 from training.rendezvous import RENDEZVOUS_TIMEOUT
 from training.resume import take_resume_point, updates_done
-from training.runfolder import EvalRow, RunFolder, RunFolderError
+from training.runfolder import BEST_BY, EvalRow, RunFolder, RunFolderError
 
 
 class RunStopped(Exception):
@@ -349,7 +350,8 @@ def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
     if checkpoints.exists("best"):
         best_policy, best = checkpoints.load_policy("best")
         training = checkpoint_training(checkpoints, "best", best)
-        training["chosen_by"] = "lowest regret against the perfect bot in periodic evaluations"
+        chosen_by = BEST_BY[run.config.objective][1]
+        training["chosen_by"] = f"{chosen_by} in periodic evaluations"
         policies.append((run.export_path("best"), best_policy, best.steps))
         trainings.append(training)
     print(
