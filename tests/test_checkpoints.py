@@ -90,6 +90,7 @@ def test_a_save_killed_before_its_rename_leaves_a_pair_that_resumes(
     assert json.loads((folder / "latest.json").read_text())["weights_sha256"] == committed
     out = tmp_path / "latest.onnx"
     no_matches = ["--random-matches", "0", "--greedy-matches", "0", "--perfect-matches", "0"]
+    no_matches += ["--margin-matches", "0", "--audit-scores", "none"]
     export = ROOT / "training" / "export.py"
     done = run(export, copy, "--which", "latest", "--out", out, *no_matches, "--no-best-response")
     assert done.returncode == 0, done.stderr

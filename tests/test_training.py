@@ -31,7 +31,8 @@ from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsu
 
 from buttonup_env.game.rules import LAYOUTS, State
 from buttonup_env.players.audit import Audit, Tally, audit
-from buttonup_env.players.bots import GradedBot, GreedyBot, RandomBot
+from buttonup_env.players.best_response import match_exploitability
+from buttonup_env.players.bots import GradedBot, GreedyBot, MarginBot, RandomBot
 from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import META_ENCODING, OnnxPolicy, load_policy
@@ -181,6 +182,7 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     assert figures["mean_regret"] >= 0 and figures["decisions"] > 0
     assert "--opponent random" in figures["command"]
     assert card["evaluation"]["perfect"]["matches"] == final_eval_matches
+    assert card["evaluation"]["margin"]["matches"] == final_eval_matches
 
     final = load_policy(run_dir / "final.onnx")
     assert final.encoding.name == config["encoding"]
@@ -231,8 +233,14 @@ def test_tiny_training_leaves_a_complete_run_folder(
     ]
     assert [row[0] for row in judged] == ["final.onnx", "best.onnx"]
     for line in done.stdout.splitlines():
-        if line.startswith(("final.", "best.")):  # won/matches against random, then perfect
-            assert [m for _, m in re.findall(r"(\d+)/(\d+) \(", line)] == ["4", "4"], line
+        if line.startswith(("final.", "best.")):  # won/matches against random, margin, perfect
+            assert [m for _, m in re.findall(r"(\d+)/(\d+) \(", line)] == ["4", "4", "4"], line
+    rows = eval_rows(run_dir)
+    progress = [line for line in done.stdout.splitlines() if line.startswith("step ")]
+    assert len(progress) == len(rows)  # the progress line of each periodic evaluation
+    for line, row in zip(progress, rows, strict=True):
+        assert f"regret vs perfect {row['regret_perfect']:.3f}" in line
+        assert f"match regret {row['match_regret_perfect']:.5f}" in line
     assert "Traceback" not in done.stderr
     check_finished_run(run_dir, TINY_STEPS, final_eval_matches=4)
     config = json.loads((run_dir / "config.json").read_text())
@@ -927,9 +935,13 @@ def test_export_writes_a_policy_and_its_card(
         7,
         "--perfect-matches",
         5,
+        "--margin-matches",
+        6,
         "--out",
         out,
         "--no-best-response",
+        "--audit-scores",
+        "none",
     )
     assert done.returncode == 0, done.stderr
     assert f"wrote {out} and {out.with_suffix('.json')}" in done.stdout
@@ -945,13 +957,30 @@ def test_export_writes_a_policy_and_its_card(
     assert card["config"] == card_settings(config)
     assert card["training"]["checkpoint"] == "best"
     assert card["training"]["steps"] == best["progress"]["best_steps"]
-    assert set(card["evaluation"]) == {"random", "greedy", "perfect"}
+    assert set(card["evaluation"]) == {"random", "greedy", "margin", "perfect"}
     assert card["evaluation"]["random"]["matches"] == 10
     assert card["evaluation"]["greedy"]["matches"] == 7
+    assert card["evaluation"]["margin"]["matches"] == 6
     assert card["evaluation"]["perfect"]["matches"] == 5
     assert card["evaluation"]["perfect"]["wins"] <= 5
     for figures in card["evaluation"].values():
         assert str(out) in figures["command"]
+        assert figures["mean_regret"] >= 0 and 0 <= figures["mean_match_regret"] <= 1
+    # both levels: the match's targets that the matches judge, the round's figures reported
+    judged = [row["target"] for row in card["targets"] if "target" in row]
+    assert judged == [
+        "matches won against the margin bot at least 0.53",
+        "matches won against the random bot at least 1",
+    ]
+    reported = {row["figure"]: row["measured"] for row in card["reported"]}
+    perfect = card["evaluation"]["perfect"]
+    assert reported["match regret against the perfect bot (per decision)"] == round(
+        perfect["mean_match_regret"], 6
+    )
+    assert reported["round regret against the perfect bot (round points per decision)"] == round(
+        perfect["mean_regret"], 6
+    )
+    assert "exploitability" not in card and "audit" not in card  # not asked for
 
 
 def test_export_takes_the_code_version_before_it_writes_the_model(
@@ -967,6 +996,7 @@ def test_export_takes_the_code_version_before_it_writes_the_model(
     cards = training_script("cards")  # where export_with_card takes it
     monkeypatch.setattr(cards, "code_version", lambda: "dirty" if out.exists() else "clean")
     matches = ["--random-matches", "0", "--greedy-matches", "0", "--perfect-matches", "0"]
+    matches += ["--margin-matches", "0", "--audit-scores", "none"]
     export.main([str(tiny_run[0]), *matches, "--no-best-response", "--out", str(out)])
     assert json.loads(out.with_suffix(".json").read_text())["exported_with"] == "clean"
 
@@ -975,16 +1005,35 @@ def test_export_takes_the_code_version_before_it_writes_the_model(
 def test_export_card_holds_the_exact_exploitability(
     tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
 ) -> None:
+    """By default a card holds both exploitabilities, the match's and the round's, and the
+    audit at 0-0, each judged by its target or reported, with the command that gives it."""
     out = tmp_path / "agent.onnx"
     args = ["--random-matches", 0, "--greedy-matches", 0, "--perfect-matches", 0]
-    done = run(EXPORT, tiny_run[0], *args, "--out", out)
+    done = run(EXPORT, tiny_run[0], *args, "--margin-matches", 0, "--out", out)
     assert done.returncode == 0, done.stderr
     card = json.loads(out.with_suffix(".json").read_text())
     figures = card["exploitability"]
-    expected = exploitability(load_policy(out))
+    policy = load_policy(out)
+    expected = exploitability(policy)
     assert figures["exploitability"] == pytest.approx(expected.exploitability)
     assert figures["starts"] == 2 * len(LAYOUTS)
     assert "--opponent best-response" in figures["command"]
+    match = card["match_exploitability"]
+    assert match["exploitability"] == pytest.approx(match_exploitability(policy), abs=1e-12)
+    assert "--opponent best-response" in match["command"]
+    found = card["audit"]
+    assert found["command"] == f"python training/evaluate.py --model {out} --audit"
+    assert found["at_0_0"]["choices"] == found["total"]["choices"] == 774_168
+    targets = {row["target"]: row for row in card["targets"] if "target" in row}
+    assert targets["match exploitability at most 0.01"]["measured"] == round(
+        match["exploitability"], 6
+    )
+    audit_target = "audit at 0-0: mean loss of winning probability per real choice at most 0.0001"
+    assert targets[audit_target]["measured"] == round(found["at_0_0"]["mean_loss"], 6)
+    reported = {row["figure"]: row["measured"] for row in card["reported"]}
+    assert reported["round exploitability (round points per round)"] == round(
+        expected.exploitability, 6
+    )
 
 
 def test_export_latest_next_to_the_run_by_default(
@@ -992,7 +1041,7 @@ def test_export_latest_next_to_the_run_by_default(
 ) -> None:
     run_dir = Path(shutil.copytree(tiny_run[0], tmp_path / "copy"))
     args = ["--which", "latest", "--random-matches", 0, "--greedy-matches", 0]
-    args += ["--perfect-matches", 0]
+    args += ["--perfect-matches", 0, "--margin-matches", 0, "--audit-scores", "none"]
     args.append("--no-best-response")
     done = run(EXPORT, run_dir, *args)
     assert done.returncode == 0, done.stderr
@@ -1200,7 +1249,7 @@ def test_export_takes_a_zip_from_your_own_script(
     model, source = own_models[name]
     saved = Path(shutil.copy(source, tmp_path / source.name))
     args = ["--random-matches", 10, "--greedy-matches", 0, "--perfect-matches", 5]
-    args.append("--no-best-response")
+    args += ["--margin-matches", 0, "--audit-scores", "none", "--no-best-response"]
     done = run(EXPORT, saved, "--trusted", *args)
     assert done.returncode == 0, done.stderr
     out = saved.with_suffix(".onnx")
@@ -1221,7 +1270,7 @@ def test_export_takes_a_zip_from_your_own_script(
     assert "-inf" in source["legal_moves"]
     assert ("without a mask" in source["legal_moves"]) is (name == "ppo")
     assert {k: v["matches"] for k, v in card["evaluation"].items()} == {"random": 10, "perfect": 5}
-    assert any(row.get("target", "").startswith("regret") for row in card["targets"])
+    assert any(row.get("target", "").endswith("random bot at least 1") for row in card["targets"])
 
     policy = load_policy(out)
     assert policy.metadata[META_ENCODING] == "match-slots"
@@ -1668,28 +1717,94 @@ def test_evaluate_cli_best_response_measures_exploitability(tmp_path: Path) -> N
 def test_the_card_says_which_targets_are_met_and_by_how_much(
     training_script: Callable[[str], ModuleType],
 ) -> None:
+    """The match's targets (issue 49), met or missed by how much, and the round's figures
+    reported beside them with no target."""
     module = training_script("cards")
-    good = evaluate(RandomBot(0), RandomBot(1), 6, seed=0)
-    weak = dataclasses.replace(good, win_rate=0.30, mean_regret=0.25)
-    strong = dataclasses.replace(good, win_rate=0.999, mean_regret=0.015)
-    results = {"perfect": ("cmd", weak), "random": ("cmd", strong)}
-    results["greedy"] = ("cmd", dataclasses.replace(good, mean_regret=0.03))
-    rows = module.targets(results, 0.5)
+    played = evaluate(RandomBot(0), RandomBot(1), 6, seed=0)
+    margin = dataclasses.replace(played, win_rate=0.52, mean_match_regret=0.0004)
+    perfect = dataclasses.replace(played, mean_regret=0.02, mean_match_regret=0.0002)
+    results = {
+        "margin": ("cmd", margin),
+        "random": ("cmd", dataclasses.replace(played, win_rate=1.0)),
+        "perfect": ("cmd", perfect),
+    }
+    measured = {
+        "match_exploitability": 0.0125,
+        "exploitability": 0.3,
+        "audit_mean_loss_0_0": 0.00005,
+    }
+    rows, reported = module.targets(results, measured)
     by_name = {row["target"]: row for row in rows if "target" in row}
-    regret = by_name["regret against the perfect bot at most 0.005"]
-    assert regret["met"] is False and regret["missed_by"] == pytest.approx(0.245)
-    perfect = by_name["matches won against the perfect bot at least 0.48"]
-    assert perfect["met"] is False and perfect["missed_by"] == pytest.approx(0.18)
-    random = by_name["matches won against the random bot at least 0.995"]
-    assert random["met"] is True and random["missed_by"] is None
-    assert by_name["regret against the random bot at most 0.02"]["met"] is True
-    greedy = by_name["regret against the greedy bot at most 0.02"]
-    assert greedy["met"] is False and greedy["missed_by"] == pytest.approx(0.01)
-    exploit = by_name["exploitability at most 0.1"]
-    assert exploit["met"] is False and exploit["missed_by"] == pytest.approx(0.4)
+    assert list(by_name) == [
+        "match exploitability at most 0.01",
+        "audit at 0-0: mean loss of winning probability per real choice at most 0.0001",
+        "matches won against the margin bot at least 0.53",
+        "matches won against the random bot at least 1",
+    ]
+    exploit = by_name["match exploitability at most 0.01"]
+    assert exploit["met"] is False and exploit["missed_by"] == pytest.approx(0.0025)
+    assert exploit["measured"] == 0.0125
+    margin_row = by_name["matches won against the margin bot at least 0.53"]
+    assert margin_row["met"] is False and margin_row["missed_by"] == pytest.approx(0.01)
+    assert by_name["matches won against the random bot at least 1"]["met"] is True
+    audit_row = by_name[
+        "audit at 0-0: mean loss of winning probability per real choice at most 0.0001"
+    ]
+    assert audit_row["met"] is True and audit_row["missed_by"] is None
     assert {"what_was_tried": "docs/experiments.md, the results log"} in rows
-    only_random = module.targets({"random": ("cmd", strong)})  # no exploitability measured
-    assert [row["met"] for row in only_random] == [True, True]  # nothing missed to explain
+    figures = {row["figure"]: row["measured"] for row in reported}
+    assert all(set(row) == {"figure", "measured"} for row in reported)  # no target to meet
+    assert figures["round exploitability (round points per round)"] == 0.3
+    assert figures["match regret against the perfect bot (per decision)"] == 0.0002
+    assert figures["match regret against the margin bot (per decision)"] == 0.0004
+    assert figures["round regret against the perfect bot (round points per decision)"] == 0.02
+    assert "round regret against the greedy bot (round points per decision)" not in figures
+
+    # what was not measured is neither judged nor reported (a NaN match regret included)
+    unmeasured = dataclasses.replace(played, win_rate=1.0, mean_match_regret=float("nan"))
+    rows, reported = module.targets({"random": ("cmd", unmeasured)})
+    assert rows == [
+        {
+            "target": "matches won against the random bot at least 1",
+            "measured": 1.0,
+            "met": True,
+            "missed_by": None,
+        }
+    ]  # nothing missed to explain
+    assert [row["figure"] for row in reported] == [
+        "round regret against the random bot (round points per decision)"
+    ]
+
+
+def test_the_card_audit_at_0_0_or_at_every_score(
+    training_script: Callable[[str], ModuleType], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A card's audit: the counts at 0-0 and in all, the command that gives them again, and at
+    every score the mean loss by score; the mean loss at 0-0 goes to the targets."""
+    cards = training_script("cards")
+    measured: dict[str, float] = {}
+    card = cards.audit_card(MarginBot(), Path("m.onnx"), "0-0", True, measured)
+    assert card["command"] == "python training/evaluate.py --model m.onnx --audit"
+    assert card["scores"] == "0-0" and card["target"] == 15
+    assert card["at_0_0"]["choices"] == card["total"]["choices"] == 774_168
+    assert card["at_0_0"]["non_optimal_round"] == 0
+    assert measured["audit_mean_loss_0_0"] == card["at_0_0"]["mean_loss"]
+    assert measured["audit_mean_loss_0_0"] == pytest.approx(0.000027, abs=5e-7)
+    assert "mean_loss_by_score" not in card and len(card["worst"]) == 10
+
+    asked = []  # every score of a match to 2 stands for the 225 of a match to 15
+
+    def small_audit(player: object, scores: object) -> Audit:
+        asked.append(scores)
+        return audit(player, scores, target=2)
+
+    monkeypatch.setattr(cards, "audit", small_audit)
+    card = cards.audit_card(MarginBot(), Path("m.onnx"), "all", True, measured)
+    assert asked == ["all"]
+    assert card["command"] == "python training/evaluate.py --model m.onnx --audit --scores all"
+    assert set(card["mean_loss_by_score"]) == {"0-0", "0-1", "1-0", "1-1"}
+    assert card["total"]["choices"] == 4 * card["at_0_0"]["choices"]
+    assert measured["audit_mean_loss_0_0"] == card["mean_loss_by_score"]["0-0"]
 
 
 def test_the_docs_own_training_script_trains_exports_and_plays(tmp_path: Path) -> None:
@@ -1705,7 +1820,8 @@ def test_the_docs_own_training_script_trains_exports_and_plays(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr[-3000:]
     done = run(EXPORT, tmp_path / "my_ppo.zip", "--trusted", "--random-matches", "4",
-               "--greedy-matches", "4", "--perfect-matches", "4")  # fmt: skip
+               "--greedy-matches", "4", "--perfect-matches", "4", "--margin-matches", "4",
+               "--audit-scores", "none")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     policy = load_policy(tmp_path / "my_ppo.onnx")
     state = State.from_notation("B W W B B R W R R", to_move="R")

@@ -8,11 +8,16 @@
 Writes ``OUT`` (the policy network: observations to action logits; needs only onnxruntime to
 run, see ``buttonup_env.load_policy``) and ``OUT`` with ``.json`` (the card: the training
 command, config, seed, code version, training steps and time, the evaluations against the
-random, greedy and perfect bots, and the exact exploitability). Training calls the same code at
-its end. Neither file replaces an existing one without ``--force`` (training wrote
-``RUN/best.onnx`` already), nor one the export reads; the folder of ``OUT`` must exist. The
-policies shipped with the package are the ``.onnx`` files (and cards) in ``models/``:
-exporting there adds one, loadable by its file name (or replaces one, with ``--force``).
+random, greedy, margin and perfect bots with the round and the match regret, the exact
+exploitability of the match and of the round, the audit of every decision at 0-0
+(``--audit-scores all``: at every score), the targets met or missed, each figure with the
+command that gives it again). It takes a minute or two, most of it the match's exploitability
+(``--no-best-response`` leaves both exploitabilities out). Training calls the same code at its
+end, without the exploitabilities and the audit. Neither file replaces an existing one
+without ``--force`` (training wrote ``RUN/best.onnx`` already), nor one the export reads; the
+folder of ``OUT`` must exist. The policies shipped with the package are the ``.onnx`` files
+(and cards) in ``models/``: exporting there adds one, loadable by its file name (or replaces
+one, with ``--force``).
 
 It also takes a Stable-Baselines3 ``.zip`` saved by your own script (``model.save(...)``): a
 ``MaskablePPO`` or ``PPO`` model with SB3's ``MlpPolicy``, or the package's ``RingPolicy``,
@@ -38,7 +43,7 @@ import tyro
 from buttonup_env.learn.onnx_writer import check_exportable
 from buttonup_env.players.policy import load_sb3_model
 from buttonup_env.ui.cli import Named, OutputError, check_outputs, fail, run_cli
-from training.cards import checkpoint_training, export_with_card
+from training.cards import AuditScores, checkpoint_training, export_with_card
 from training.checkpoints import Checkpoints
 from training.config import MAX_MATCHES
 from training.runfolder import RunFolder, RunFolderError
@@ -58,7 +63,8 @@ class ExportArgs:
         None
     )
     """For a run folder (default: best): best, the checkpoint with the lowest regret against
-    the perfect bot in the periodic evaluations; latest, the last one."""
+    the perfect bot in the periodic evaluations (the match regret for a run of --objective
+    match, the round regret for --objective round); latest, the last one."""
     out: Path | None = None
     """Where to write the .onnx (default: RUN/WHICH.onnx, or the .zip's path with .onnx); the
     card goes beside it. Its folder must exist."""
@@ -72,9 +78,17 @@ class ExportArgs:
     greedy_matches: CardMatches = 1000
     """Matches against the greedy bot for the card."""
     perfect_matches: CardMatches = 500
-    """Matches against the perfect bot for the card."""
+    """Matches against the perfect bot (perfect play of the match) for the card."""
+    margin_matches: CardMatches = 4000
+    """Matches against the margin bot (perfect play of each round's margin) for the card: the
+    match-level target wins at least 53% of them (about 12 s)."""
     best_response: bool = True
-    """Also measure the exact exploitability for the card (4 s for the shipped model)."""
+    """Also measure the exact exploitability for the card: the match's (about 35 s on 2 cores
+    for a policy blind to the score, 60 to 90 s for one that sees it) and the round's (4 s)."""
+    audit_scores: AuditScores = "0-0"
+    """Audit every decision the policy can meet (buttonup_env.audit) at these score states
+    for the card: 0-0 (about 10 s for a policy), all (the 225 scores, both starters each:
+    minutes, see docs/match.md) or none."""
 
 
 def check_arguments(args: ExportArgs, out: Path, inputs: list[Named]) -> None:
@@ -165,6 +179,8 @@ def export_zip(args: ExportArgs) -> None:
             args.perfect_matches,
             best_response=args.best_response,
             greedy_matches=args.greedy_matches,
+            margin_matches=args.margin_matches,
+            audit_scores=args.audit_scores,
             metadata=metadata,
             card={"source": source},
         )
@@ -223,6 +239,8 @@ def main(argv: list[str] | None = None) -> None:
             args.perfect_matches,
             best_response=args.best_response,
             greedy_matches=args.greedy_matches,
+            margin_matches=args.margin_matches,
+            audit_scores=args.audit_scores,
         )
     except (OSError, OutputError) as error:
         fail(written(error))

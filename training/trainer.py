@@ -338,9 +338,9 @@ def stopped(model: MaskablePPO, run: RunFolder) -> None:
 
 
 def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
-    """Export the final policy and the lowest-regret checkpoint with their cards, each judged
-    against the random and the perfect bot (``final_eval_matches`` matches each), and print
-    the figures."""
+    """Export the final policy and the best checkpoint with their cards, each judged
+    against the random, the margin and the perfect bot (``final_eval_matches`` matches each),
+    and print the figures."""
     draw_learning_curve(run)
     matches = run.config.final_eval_matches
     minutes = round(progress.train_seconds / 60, 1)
@@ -356,33 +356,44 @@ def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
         trainings.append(training)
     print(
         f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
-        "matches against the random and the perfect bot each"
+        "matches against the random, the margin and the perfect bot each"
     )
     rows = []
     for (path, policy, steps), training in zip(policies, trainings, strict=True):
         results = export_with_card(
-            policy, path, run.card_config(), training, matches, matches, quiet=True
+            policy,
+            path,
+            run.card_config(),
+            training,
+            matches,
+            matches,
+            quiet=True,
+            margin_matches=matches,
         )
-        rows.append((path, steps, results["random"], results["perfect"]))
+        rows.append((path, steps, results["random"], results["margin"], results["perfect"]))
     print(
         f"{'':12s} {'steps':>11s}   {'against random: won, regret':>27s}   "
-        "against perfect: won, regret"
+        "against margin: won   against perfect: won, regret, match regret"
     )
-    for path, steps, rand, perfect in rows:
+    for path, steps, rand, margin, perfect in rows:
         print(
             f"{path.name:12s} {steps:>11,}   {rand.wins:>9}/{rand.matches} "
-            f"({100 * rand.win_rate:5.1f}%), {rand.mean_regret:.3f}   {perfect.wins:>9}/"
-            f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}"
+            f"({100 * rand.win_rate:5.1f}%), {rand.mean_regret:.3f}   {margin.wins:>9}/"
+            f"{margin.matches} ({100 * margin.win_rate:5.1f}%)   {perfect.wins:>9}/"
+            f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}, "
+            f"{perfect.mean_match_regret:.5f}"
         )
     best_path = run.path / "best.onnx"
     print(
-        "(regret: round points lost per decision against the exact solver's best move; "
-        "0 is perfect play)\n"
+        "(regret: round points lost per decision against the exact solver's best move; match "
+        "regret: the probability of winning the match lost per decision; 0 is perfect play)\n"
         f"policy: {policies[0][0]} (card: {policies[0][0].with_suffix('.json')})\n"
-        f"lowest-regret checkpoint: {best_path}\n"
-        "judge it with 500 matches against the perfect bot and the exact exploitability:\n"
+        f"best checkpoint ({BEST_BY[run.config.objective][1]}): {best_path}\n"
+        "judge it with 500 matches against the perfect bot, the exact exploitability (of the "
+        "match and the round) and the audit of every decision at 0-0:\n"
         f"  python training/evaluate.py --model {best_path} --opponent perfect --matches 500\n"
-        f"  python training/evaluate.py --model {best_path} --opponent best-response"
+        f"  python training/evaluate.py --model {best_path} --opponent best-response\n"
+        f"  python training/evaluate.py --model {best_path} --audit"
     )
 
 
