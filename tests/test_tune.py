@@ -424,6 +424,29 @@ def test_an_unknown_train_flag_gets_tyros_error_as_train_py_does(
     assert not runs.exists()
 
 
+@pytest.mark.parametrize(("objective", "best_steps"), [("match", 2000), ("round", 1000)])
+def test_a_trials_final_figures_carry_both_levels(
+    objective: str, best_steps: int, tmp_path: Path, training_script: Callable[[str], ModuleType]
+) -> None:
+    """A trial's final figures: the last evaluation's round and match regrets, and its best
+    evaluation by the figure that chose the run's best checkpoint; its progress line says the
+    match regret too."""
+    from training.runfolder import EvalRow, read_typed
+
+    rows = [
+        read_typed(EvalRow, evaluation_row(s, r, match_regret_perfect=m), "eval.jsonl")
+        for s, r, m in ((1000, 0.05, 0.004), (2000, 0.2, 0.001), (3000, 0.3, 0.002))
+    ]
+    final = training_script("studies").final_figures(tmp_path, rows, False, objective)
+    assert final["match_regret_perfect"] == 0.002 and final["regret_perfect"] == 0.3
+    assert final["best_steps"] == best_steps
+    best = next(row for row in rows if row.steps == best_steps)
+    assert final["best_regret"] == best.regret_perfect
+    assert final["best_match_regret"] == best.match_regret_perfect
+    line = training_script("tune").figures_line(final)
+    assert line.startswith("regret 0.300 at step 3,000  match regret 0.00200  win rate ")
+
+
 @pytest.mark.parametrize(
     "values",
     [
@@ -511,6 +534,7 @@ def seeds_study(url: str, name: str, runs: int, rng: np.random.Generator) -> lis
             {
                 "steps": steps,
                 "regret_perfect": float(rng.uniform(0.1, 2.0)),
+                "match_regret_perfect": float(rng.uniform(0.0001, 0.05)),
                 **{
                     f"win_rate_{bot}": float(rng.uniform())
                     for bot in ("random", "greedy", "perfect")
@@ -558,7 +582,10 @@ def test_report_of_many_seed_studies_matches_rliable(
     report.main(["--study", "a", "b", "--storage", url, "--out", str(out), "--reps", "300"])
     table = (out / "report.md").read_text()
     figures = json.loads((out / "report.json").read_text())["figures"]
+    assert "match_exploitability" not in figures  # no run measured it: no row
     for key, label in training_script("seeds_report").FIGURES.items():
+        if key == "match_exploitability":
+            continue
         for group, runs in finals.items():
             values = [final[key] for final in runs if key in final]
             iqm, low, high = rliable_iqm(values, reps=300)
@@ -568,6 +595,7 @@ def test_report_of_many_seed_studies_matches_rliable(
                 [low, high]
             )
             scale, digits = (100, 1) if key.startswith("win_rate") else (1, 3)
+            digits = 5 if key == "match_regret_perfect" else digits
             shown = [f"{scale * v:.{digits}f}" for v in (iqm, low, high)]
             row = f"| {label} | {group} | {len(values)} | {shown[0]} | {shown[1]} to {shown[2]} |"
             assert row in table, row
@@ -643,6 +671,93 @@ def test_report_of_run_folders_says_when_each_regret_level_was_reached(
     text = (out / "report.md").read_text()
     assert "| group | run0 | 4 | 1.5 min (0.0M) | 3.0 min (0.0M) | 4.5 min (0.0M) | - |" in text
     assert (out / "time_to_quality.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_of_match_runs_gives_the_match_regret_and_its_time_to_quality(
+    report: ModuleType, tmp_path: Path
+) -> None:
+    """Runs whose evaluations measured the match regret: its IQM in the table (five decimals)
+    beside the round regret, and a time-to-quality table of its own."""
+    group = tmp_path / "group"
+    match_regrets = [0.0030, 0.0008, 0.0001]
+    for index, last in enumerate(match_regrets):
+        run = group / f"run{index}"
+        run.mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"seed": index, "objective": "match"}))
+        rows = [
+            evaluation_row(s, 0.2, minutes=s / 1000, match_regret_perfect=m,
+                           match_regret_random=0.01, match_regret_greedy=0.01)
+            for s, m in ((0, 0.05), (1000, 0.0015), (2000, last))
+        ]  # fmt: skip
+        (run / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        (run / "final.onnx").write_bytes(b"")
+    out = tmp_path / "report"
+    report.main(["--runs", str(group), "--out", str(out), "--reps", "200", "--no-exploitability"])
+    figures = json.loads((out / "report.json").read_text())["figures"]
+    entry = figures["match_regret_perfect"]["group"]
+    iqm, low, high = rliable_iqm(match_regrets, reps=200)
+    assert entry["runs"] == 3 and entry["iqm"] == pytest.approx(iqm)
+    text = (out / "report.md").read_text()
+    label = "match regret against the perfect bot (winning probability per decision)"
+    assert f"| {label} | group | 3 | {iqm:.5f} | {low:.5f} to {high:.5f} |" in text
+    quality = figures["time_to_quality_match"]["group"]
+    assert quality["run0"] == {
+        "0.002": {"steps": 1000, "minutes": 1.0},
+        "0.001": None,
+        "0.0005": None,
+        "0.0002": None,
+    }
+    assert quality["run2"]["0.0002"] == {"steps": 2000, "minutes": 2.0}
+    assert "## Time to quality (the match)" in text
+    assert "| group | run1 | 1 | 1.0 min (0.0M) | 2.0 min (0.0M) | - | - |" in text
+
+
+def test_report_measures_the_match_exploitability_when_asked(
+    report: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    linear_policy: Callable,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """--match-exploitability: each run's final policy measured exactly (here a stand-in for
+    the minute it takes), in the table; refused without run folders."""
+    import buttonup_env.players.best_response as best_response
+
+    measured = []
+
+    def stand_in(player: object) -> float:
+        measured.append(player)
+        return 0.0125
+
+    monkeypatch.setattr(best_response, "match_exploitability", stand_in)
+    run = tmp_path / "group" / "run0"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"seed": 0, "objective": "match"}))
+    row = evaluation_row(1000, 0.2, match_regret_perfect=0.001)
+    (run / "eval.jsonl").write_text(json.dumps(row) + "\n")
+    linear_policy(run / "final.onnx", "match-afterstates", 3)
+    out = tmp_path / "report"
+    args = ["--runs", str(tmp_path / "group"), "--out", str(out), "--reps", "50"]
+    report.main([*args, "--no-exploitability"])
+    assert measured == []  # not asked: not measured
+    figures = json.loads((out / "report.json").read_text())["figures"]
+    assert "match_exploitability" not in figures
+    report.main([*args, "--no-exploitability", "--match-exploitability", "--force"])
+    assert len(measured) == 1 and measured[0].encoding.name == "match-afterstates"
+    figures = json.loads((out / "report.json").read_text())["figures"]
+    assert figures["match_exploitability"]["group"]["iqm"] == pytest.approx(0.0125)
+    assert (
+        "| match exploitability (winning probability) | group | 1 | 0.0125 |"
+        in (out / "report.md").read_text()
+    )
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        report.main(["--study", "x", "--match-exploitability"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --match-exploitability measures the final policies of run folders: give --runs "
+        "FOLDER"
+    )
 
 
 def test_report_of_run_folders_measures_their_exploitability(

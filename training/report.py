@@ -12,12 +12,14 @@ existing report or plot there is kept unless ``--force`` is given: the report st
 work.
 
 Many-seed results (studies made with --seeds, and run folders; each study or folder of runs is
-a group): for each figure at the end of training (regret against the perfect bot, the win rate
-against each bot, the exploitability), the interquartile mean (IQM: the mean of the middle half
-of the runs) with a 95% stratified bootstrap confidence interval, computed with rliable
-(Agarwal et al., "Deep RL at the edge of the statistical precipice", 2021); the same IQM and
-intervals at every evaluation step for the learning curves (curves.png) and side by side for the
-final figures (final.png). Only complete runs count.
+a group): for each figure at the end of training (the match regret and the round regret
+against the perfect bot, the win rate against each bot, the exploitability; the match
+exploitability with --match-exploitability), the interquartile mean (IQM: the mean of the
+middle half of the runs) with a 95% stratified bootstrap confidence interval, computed with
+rliable (Agarwal et al., "Deep RL at the edge of the statistical precipice", 2021); the same
+IQM and intervals at every evaluation step for the learning curves (curves.png) and side by
+side for the final figures (final.png); the time to quality, in round regret and in match
+regret. Only complete runs count.
 
 Sweeps (a study made with --trials and a space): the best trials with their parameters, each
 parameter's importance (Optuna's fANOVA) and the median regret for each of its values (or each
@@ -91,6 +93,10 @@ class ReportConfig:
     exploitability: bool = True
     """Measure the exact exploitability of the final policy of run folders that have no
     trial.json (plain train.py runs: about 5-20 s each on a 2-core machine)."""
+    match_exploitability: bool = False
+    """With --runs: also measure the exact match exploitability of each run's final policy
+    (tune.py's trials too), in the many-seed table: about 35 s a run on a 2-core machine for a
+    policy blind to the score, 1 to 3 minutes for one that sees it."""
     ratings: bool = False
     """With --runs: rate every snapshot of each run against the ladder and measure its exact
     exploitability (about 5-20 s a snapshot, kept in the run's ratings.jsonl for next time);
@@ -143,10 +149,11 @@ def read_rows(rows: object, source: str) -> list[EvalRow]:
         fail(str(error))
 
 
-def folder_runs(path: Path, measure: bool = True) -> list[Run]:
+def folder_runs(path: Path, measure: bool = True, match: bool = False) -> list[Run]:
     """The finished runs in ``path``: the run folder itself, or the run folders in it. A run's
     figures come from tune.py's trial.json, or else as tune.py finds them: its last periodic
-    evaluation and (``measure``) the exploitability of its final.onnx."""
+    evaluation and (``measure``) the exploitability of its final.onnx; with ``match``, the
+    match exploitability of its final.onnx too."""
     if not path.is_dir():
         fail(f"--runs {path}: no such folder")
     folders = (
@@ -159,26 +166,39 @@ def folder_runs(path: Path, measure: bool = True) -> list[Run]:
         if not (folder / "final.onnx").is_file():
             continue  # not finished: interrupted, pruned or under way
         check_folder(folder, named=folder == path)
+        config = read_json(folder / "config.json")
+        objective = "match" if config.get("objective") == "match" else "round"
         if (folder / "trial.json").is_file():
             card = read_json(folder / "trial.json")
             evals = read_rows(card.get("evals", []), str(folder / "trial.json"))
-            runs.append(Run(folder.name, card.get("final", {}), evals, card.get("seed")))
+            final = dict(card.get("final", {}))
+            if match and "match_exploitability" not in final:
+                final.update(measured(folder, [], False, objective, match))
+            runs.append(Run(folder.name, final, evals, card.get("seed")))
             continue
         try:
             rows = RunFiles(folder).read_evaluations()
         except FolderError as error:
             fail(str(error))
         if rows:
-            try:
-                final = final_figures(folder, rows, measure)
-            except (OSError, ValueError) as error:
-                fail(f"{folder / 'final.onnx'} cannot be measured ({first_line(error)})")
-            seed = read_json(folder / "config.json").get("seed")
+            final = measured(folder, rows, measure, objective, match)
+            seed = config.get("seed")
             seed = seed if type(seed) is int else None  # shown in the report: a number or none
             runs.append(Run(folder.name, final, rows, seed))
     if not runs:
         fail(f"--runs {path}: no finished run folder there (one with config.json and final.onnx)")
     return runs
+
+
+def measured(
+    folder: Path, rows: list[EvalRow], measure: bool, objective: str, match: bool
+) -> dict[str, Any]:
+    """:func:`~training.studies.final_figures` of the run ``folder``; one error line when its
+    final.onnx cannot be measured."""
+    try:
+        return final_figures(folder, rows, measure, objective, match)
+    except (OSError, ValueError) as error:
+        fail(f"{folder / 'final.onnx'} cannot be measured ({first_line(error)})")
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -209,7 +229,8 @@ def main(argv: list[str] | None = None) -> Path:
     out = config.out or config.runs_dir / f"report-{name}"
     check_output_files(config, out, sweep is not None, url)
     for path, group in run_groups:
-        groups.setdefault(group, []).extend(folder_runs(path, config.exploitability))
+        runs = folder_runs(path, config.exploitability, config.match_exploitability)
+        groups.setdefault(group, []).extend(runs)
         sources.append(f"run folders in {path}")
     if sweep is not None:
         body, figures = sweep_report(sweep, config.top, out)
@@ -236,6 +257,10 @@ def read_arguments(argv: list[str]) -> ReportConfig:
         fail("give --study NAME (a study of training/tune.py) or --runs FOLDER")
     if config.ratings and not config.runs:
         fail("--ratings rates the snapshots of run folders: give --runs FOLDER")
+    if config.match_exploitability and not config.runs:
+        fail(
+            "--match-exploitability measures the final policies of run folders: give --runs FOLDER"
+        )
     if config.ratings:
         try:
             from buttonup_env.players.league import check_ladder

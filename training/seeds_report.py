@@ -17,14 +17,22 @@ from training.plots import pyplot, save_figure
 from training.runfolder import EVAL_BOTS, EvalRow
 
 FIGURES = {
+    "match_regret_perfect": "match regret against the perfect bot (winning probability per "
+    "decision)",
     "regret_perfect": "regret against the perfect bot (round points per decision)",
     **{f"win_rate_{bot}": f"win rate against the {bot} bot (%)" for bot in EVAL_BOTS},
+    "match_exploitability": "match exploitability (winning probability)",
     "exploitability": "exploitability (round points per round)",
 }
-"""The figures of a many-seed report, in its order: key in a trial's ``final`` -> label."""
+"""The figures of a many-seed report, in its order: key in a trial's ``final`` -> label (a
+figure no run has is left out: the match regret of rows written before it was measured, the
+match exploitability unless measured)."""
 
 PERCENT = {f"win_rate_{bot}" for bot in EVAL_BOTS}
 """Figures stored as fractions and shown as percentages."""
+
+DIGITS = {"match_regret_perfect": 5, "match_exploitability": 4}
+"""The decimals of the figures shown with more than three (the match's are small)."""
 
 
 @dataclass
@@ -83,32 +91,40 @@ def interval_estimates(
     return points, intervals
 
 
-CURVES = ("regret_perfect", *(f"win_rate_{bot}" for bot in EVAL_BOTS))
-"""The figures of the learning curves (every periodic evaluation has them)."""
+CURVES = ("regret_perfect", "match_regret_perfect", *(f"win_rate_{bot}" for bot in EVAL_BOTS))
+"""The figures of the learning curves (every periodic evaluation has them, but the match
+regret, which rows written before it was measured lack)."""
 
 
-def curve_figures(row: EvalRow) -> list[float]:
-    """The figures of :data:`CURVES` in the periodic evaluation ``row``, in that order."""
-    return [row.regret_perfect, *(row.win_rate(bot) for bot in EVAL_BOTS)]
+def curve_figure(row: EvalRow, key: str) -> float | None:
+    """The figure ``key`` of :data:`CURVES` in the periodic evaluation ``row`` (None: not in
+    the row)."""
+    return getattr(row, key)
 
 
 def curve_estimates(
     runs: list[Run], reps: int, seed: int
 ) -> tuple[list[int], dict[str, tuple[np.ndarray, np.ndarray]]]:
     """The steps that all the runs' periodic evaluations have, and for each figure of CURVES
-    its IQM over the runs at those steps and the 95% interval (2 x steps). One bootstrap for
-    all: a resample of the runs carries their whole curves, every figure."""
+    that all their rows have its IQM over the runs at those steps and the 95% interval (2 x
+    steps). One bootstrap for all: a resample of the runs carries their whole curves, every
+    figure."""
     import scipy.stats
     from rliable import library as rly
 
     common = sorted(set.intersection(*({row.steps for row in run.evals} for run in runs)))
     if not common:
         return [], {}
-    rows = [{row.steps: curve_figures(row) for row in run.evals} for run in runs]
+    keys = [
+        key
+        for key in CURVES
+        if all(curve_figure(row, key) is not None for run in runs for row in run.evals)
+    ]
+    rows = [{row.steps: row for row in run.evals} for run in runs]
     scores = np.array(
-        [[by_step[s][k] for k in range(len(CURVES)) for s in common] for by_step in rows],
+        [[curve_figure(by_step[s], key) for key in keys for s in common] for by_step in rows],
         dtype=float,
-    ).reshape(len(runs), 1, len(CURVES) * len(common))  # runs x tasks (one) x figure-steps
+    ).reshape(len(runs), 1, len(keys) * len(common))  # runs x tasks (one) x figure-steps
     with bootstrap_seed(seed):
         point, interval = rly.get_interval_estimates(
             {"curves": scores},
@@ -119,12 +135,12 @@ def curve_estimates(
     n = len(common)
     return common, {
         key: (point["curves"][i * n : (i + 1) * n], interval["curves"][:, i * n : (i + 1) * n])
-        for i, key in enumerate(CURVES)
+        for i, key in enumerate(keys)
     }
 
 
 def show(key: str, value: float) -> str:
-    return f"{100 * value:.1f}" if key in PERCENT else f"{value:.3f}"
+    return f"{100 * value:.1f}" if key in PERCENT else f"{value:.{DIGITS.get(key, 3)}f}"
 
 
 def seeds_report(groups: dict[str, list[Run]], bootstrap: Bootstrap, out: Path) -> tuple[str, dict]:
@@ -169,7 +185,9 @@ def seeds_report(groups: dict[str, list[Run]], bootstrap: Bootstrap, out: Path) 
         "## Many-seed results",
         "",
         "Figures at the end of each run: the last periodic evaluation (matches against each "
-        "bot) and the exact exploitability of the final policy. IQM: the mean of the middle "
+        "bot: the match regret, in the probability of winning the match lost per decision, and "
+        "the round regret, in round points) and the exact exploitability of the final policy "
+        "(the round's, and the match's when measured). IQM: the mean of the middle "
         f"half of the runs; 95% CI: stratified bootstrap with {bootstrap.reps:,} resamples "
         f"(rliable, seed {bootstrap.seed}). Win rates in %.",
         "",
@@ -185,42 +203,65 @@ def seeds_report(groups: dict[str, list[Run]], bootstrap: Bootstrap, out: Path) 
     quality_text, figures["time_to_quality"] = time_to_quality(groups)
     plot_time_to_quality(groups, out / "time_to_quality.png")
     text += ["", quality_text]
+    if any(row.match_regret_perfect is not None for r in all_runs(groups) for row in r.evals):
+        quality_text, figures["time_to_quality_match"] = time_to_quality(groups, "match")
+        text += ["", quality_text]
     return "\n".join(text), figures
+
+
+def all_runs(groups: dict[str, list[Run]]) -> list[Run]:
+    return [run for runs in groups.values() for run in runs]
 
 
 QUALITY_LEVELS = (0.1, 0.05, 0.02, 0.01)
 """The regrets against the perfect bot of the time-to-quality table."""
 
+MATCH_QUALITY_LEVELS = (0.002, 0.001, 0.0005, 0.0002)
+"""The match regrets against the perfect bot of the match's time-to-quality table."""
 
-def reached(evals: list[EvalRow], level: float) -> dict[str, Any] | None:
-    """The first periodic evaluation with a regret against the perfect bot at or below
-    ``level`` (its steps and training minutes), or None."""
+QUALITY = {
+    "round": ("regret_perfect", "regret", QUALITY_LEVELS),
+    "match": ("match_regret_perfect", "match regret", MATCH_QUALITY_LEVELS),
+}
+"""By level: the figure of the time-to-quality table, its name and its levels."""
+
+
+def reached(evals: list[EvalRow], level: float, key: str = "regret_perfect") -> dict | None:
+    """The first periodic evaluation with a regret against the perfect bot (``key``: the
+    round's or the match's) at or below ``level`` (its steps and training minutes), or
+    None."""
     for row in evals:
-        if row.regret_perfect <= level:
+        figure = getattr(row, key)
+        if figure is not None and figure <= level:
             return {"steps": row.steps, "minutes": row.minutes}
     return None
 
 
-def time_to_quality(groups: dict[str, list[Run]]) -> tuple[str, dict[str, Any]]:
+def time_to_quality(
+    groups: dict[str, list[Run]], level_of: str = "round"
+) -> tuple[str, dict[str, Any]]:
     """For each run: the steps and training minutes to its first periodic evaluation at or
-    below each of :data:`QUALITY_LEVELS` of regret against the perfect bot."""
-    head = " | ".join(f"regret <= {level:g}" for level in QUALITY_LEVELS)
+    below each level of regret against the perfect bot (:data:`QUALITY`: the round's
+    regret, or the match's)."""
+    key, name, levels = QUALITY[level_of]
+    head = " | ".join(f"{name} <= {level:g}" for level in levels)
     lines = [
-        "## Time to quality",
+        "## Time to quality" + (" (the match)" if level_of == "match" else ""),
         "",
-        "Training minutes (and steps) to the first periodic evaluation with a regret against the "
-        "perfect bot at or below each level (`-`: not reached). Periodic evaluations come every "
-        "`eval_every` steps, so a level is reached at most that many steps before the figure.",
+        f"Training minutes (and steps) to the first periodic evaluation with a {name} against "
+        "the perfect bot at or below each level (`-`: not reached). Periodic evaluations come "
+        "every `eval_every` steps, so a level is reached at most that many steps before the "
+        "figure.",
         "",
         f"| group | run | seed | {head} |",
-        "|---|---|---|" + "---|" * len(QUALITY_LEVELS),
+        "|---|---|---|" + "---|" * len(levels),
     ]
     figures: dict[str, Any] = {}
     for group, runs in groups.items():
         for run in runs:
-            found = [reached(run.evals, level) for level in QUALITY_LEVELS]
+            found = [reached(run.evals, level, key) for level in levels]
             figures.setdefault(group, {})[run.name] = {
-                str(level): hit for level, hit in zip(QUALITY_LEVELS, found, strict=True)
+                str(level): hit for level, hit in zip(levels, found, strict=True)
             }
             cells = [
                 "-"
@@ -234,7 +275,8 @@ def time_to_quality(groups: dict[str, list[Run]]) -> tuple[str, dict[str, Any]]:
             ]
             seed = "-" if run.seed is None else str(run.seed)
             lines.append(f"| {group} | {run.name} | {seed} | " + " | ".join(cells) + " |")
-    lines += ["", "The runs' regret against minutes and steps: `time_to_quality.png`."]
+    if level_of == "round":
+        lines += ["", "The runs' regret against minutes and steps: `time_to_quality.png`."]
     return "\n".join(lines), figures
 
 
@@ -270,7 +312,10 @@ def plot_time_to_quality(groups: dict[str, list[Run]], path: Path) -> None:
 def plot_curves(groups: dict[str, list[Run]], bootstrap: Bootstrap, path: Path) -> None:
     plt = pyplot()
 
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), dpi=100)
+    fig, grid = plt.subplots(2, 3, figsize=(14, 7), dpi=100)
+    axes = dict(zip(CURVES, grid.flat, strict=False))
+    grid.flat[-1].set_axis_off()
+    drawn = set()
     for index, (group, runs) in enumerate(groups.items()):
         runs = [run for run in runs if run.evals]
         if not runs:
@@ -278,14 +323,17 @@ def plot_curves(groups: dict[str, list[Run]], bootstrap: Bootstrap, path: Path) 
         steps, curves = curve_estimates(runs, bootstrap.reps, bootstrap.seed)
         x = np.array(steps) / 1e6
         colour = f"C{index}"
-        for ax, (key, (point, interval)) in zip(axes.flat, curves.items(), strict=True):
-            scale = 100 if key in PERCENT else 1
+        for key, (point, interval) in curves.items():
+            ax, scale = axes[key], 100 if key in PERCENT else 1
             ax.plot(x, scale * point, marker=".", color=colour, label=f"{group} ({len(runs)} runs)")
             ax.fill_between(x, scale * interval[0], scale * interval[1], color=colour, alpha=0.2)
-    for ax, key in zip(axes.flat, CURVES, strict=True):
-        ax.set(xlabel="environment steps (millions)", title=FIGURES[key])
+            drawn.add(key)
+    for key, ax in axes.items():
+        ax.set(xlabel="environment steps (millions)", title=FIGURES[key].replace(" (", "\n("))
         ax.grid(True, lw=0.3)
-    axes.flat[0].legend(fontsize=8)
+        if key not in drawn:
+            ax.text(0.5, 0.5, "not in these runs' evaluations", ha="center", transform=ax.transAxes)
+    axes[CURVES[0]].legend(fontsize=8)
     fig.suptitle("IQM over runs with 95% stratified bootstrap intervals", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path)

@@ -90,25 +90,40 @@ def open_storage(
     raise AssertionError("not reached")
 
 
-def final_figures(run_dir: Path, evals: list[EvalRow], measure: bool) -> dict[str, Any]:
-    """A trial's figures at its end: the last periodic evaluation (regret and win rate against
-    each bot), the lowest regret of all and its step, and the exact exploitability of the final
-    policy (``measure``, for a trial that finished)."""
+def final_figures(
+    run_dir: Path,
+    evals: list[EvalRow],
+    measure: bool,
+    objective: str = "round",
+    match: bool = False,
+) -> dict[str, Any]:
+    """A trial's figures at its end: the last periodic evaluation (round regret, match regret
+    and win rate against each bot), the best evaluation by the run's ``objective`` (the
+    figure that chose its best checkpoint: ``training.runfolder.BEST_BY``) with its round and
+    match regret and its step, and the exact exploitability of the final policy (``measure``,
+    for a trial that finished; with ``match`` the match's too, a minute or more)."""
     final: dict[str, Any] = {}
     if evals:
         last = evals[-1]
         final = last.figures()
         final["steps"] = last.steps
         final["minutes"] = last.minutes
-        best = min(evals, key=lambda row: row.regret_perfect)
+        best = min(evals, key=lambda row: row.best_figure(objective))
         final["best_regret"] = best.regret_perfect
+        if best.match_regret_perfect is not None:
+            final["best_match_regret"] = best.match_regret_perfect
         final["best_steps"] = best.steps
     policy = run_dir / "final.onnx"
-    if measure and policy.is_file():
+    if (measure or match) and policy.is_file():
+        from buttonup_env.players.best_response import match_exploitability
         from buttonup_env.players.exploit import exploitability
         from buttonup_env.players.policy import load_policy
 
-        final["exploitability"] = exploitability(load_policy(policy)).exploitability
+        player = load_policy(policy)
+        if measure:
+            final["exploitability"] = exploitability(player).exploitability
+        if match:
+            final["match_exploitability"] = match_exploitability(player)
     return final
 
 

@@ -27,8 +27,9 @@ worker once its training has saved a checkpoint; its trial is marked failed.
 
 Each trial's attributes (optuna-dashboard shows them): place (its place among the --trials),
 seed, worker, run_dir, command (the train.py command that repeats it), config, evals (the
-periodic evaluations so far) and final (the figures at its end: regret and win rate against
-each bot, the best regret, the exact exploitability). The run folder gets them in trial.json.
+periodic evaluations so far) and final (the figures at its end: round regret, match regret and
+win rate against each bot, the best regret, the exact exploitability). The run folder gets
+them in trial.json.
 """
 
 from __future__ import annotations
@@ -305,7 +306,8 @@ class Worker:
         self, trial: Trial, run_dir: Path, evals: list[EvalRow], state: str, measure: bool
     ) -> dict[str, Any]:
         """Store the trial's final figures (attribute ``final`` and the run's trial.json)."""
-        final = final_figures(run_dir, evals, measure)
+        objective = trial.user_attrs.get("config", {}).get("objective", "round")
+        final = final_figures(run_dir, evals, measure, objective)
         trial.set_user_attr("final", final)
         card = {
             "study": self.study.study_name,
@@ -363,6 +365,8 @@ def report_stale(study: optuna.Study, trial: FrozenTrial) -> None:
 def figures_line(final: dict[str, Any]) -> str:
     """A trial's final figures in a few words, for its progress line."""
     parts = [f"regret {final['regret_perfect']:.3f} at step {final['steps']:,}"]
+    if final.get("match_regret_perfect") is not None:
+        parts.append(f"match regret {final['match_regret_perfect']:.5f}")
     parts.append(
         "win rate "
         + " ".join(f"{name} {100 * final[f'win_rate_{name}']:.0f}%" for name in EVAL_BOTS)
