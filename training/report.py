@@ -96,7 +96,8 @@ class ReportConfig:
     match_exploitability: bool = False
     """With --runs: also measure the exact match exploitability of each run's final policy
     (tune.py's trials too), in the many-seed table: about 35 s a run on a 2-core machine for a
-    policy blind to the score, 1 to 3 minutes for one that sees it."""
+    policy blind to the score, minutes for one that sees it (506 s for a smoke run's policy
+    with the cores shared)."""
     ratings: bool = False
     """With --runs: rate every snapshot of each run against the ladder and measure its exact
     exploitability (about 5-20 s a snapshot, kept in the run's ratings.jsonl for next time);

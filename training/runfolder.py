@@ -111,7 +111,7 @@ BEST_BY = {
 }
 """By a run's objective: the :class:`EvalRow` field that chooses its best checkpoint, and the
 choice in words (a card's ``chosen_by``). The match's exploitability would judge a match run
-better, but for a policy that sees the score it takes a minute or more, too slow for a
+better, but for a policy that sees the score it takes minutes, too slow for a
 periodic evaluation (``docs/training.md``)."""
 
 

@@ -101,7 +101,8 @@ def final_figures(
     and win rate against each bot), the best evaluation by the run's ``objective`` (the
     figure that chose its best checkpoint: ``training.runfolder.BEST_BY``) with its round and
     match regret and its step, and the exact exploitability of the final policy (``measure``,
-    for a trial that finished; with ``match`` the match's too, a minute or more)."""
+    for a trial that finished; with ``match`` the match's too, minutes for a policy that sees
+    the score)."""
     final: dict[str, Any] = {}
     if evals:
         last = evals[-1]
