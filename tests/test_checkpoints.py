@@ -926,7 +926,7 @@ def test_export_keeps_an_unrelated_card_and_makes_no_folder(
 ) -> None:
     export = training_script("export").main
     quick = ["--random-matches", "0", "--greedy-matches", "0", "--perfect-matches", "0"]
-    quick.append("--no-best-response")
+    quick += ["--margin-matches", "0", "--audit-scores", "none", "--no-best-response"]
     sibling = tmp_path / "package.json"
     sibling.write_text("kept")
     out = tmp_path / "package.onnx"
