@@ -387,6 +387,9 @@ def test_ctrl_c_in_a_terminal_stops_a_run_with_worker_processes(tmp_path: Path) 
         "subproc",
         "--random-start",
         "0",
+        "--random-score",
+        "0",
+        "--no-bootstrap-rounds",
         "--opponents.prioritized",
         "0",
         whole_group=True,
@@ -473,6 +476,25 @@ def test_a_command_line_resolves_once_into_a_frozen_concrete_run_config() -> Non
     assert resolve(parse_config(["--preset", "smoke", "--workers", "2"])).workers == 2
     with pytest.raises(ValueError, match="--workers must be auto or a whole number >= 1, got 0"):
         resolve(parse_config(["--workers", "0"]))
+
+
+def test_each_objective_resolves_its_own_episodes() -> None:
+    """The match (the default) trains on match episodes whose rounds are bootstrapped, half of
+    them from random scores, on its own encoding and reward; the round turns the match's
+    settings off, even where given, since a round episode has neither a score to start at nor
+    a next round; --no-bootstrap-rounds pays a match at its end."""
+    match = resolve(parse_config([]))
+    assert (match.objective, match.encoding, match.reward) == (
+        "match",
+        "match-afterstates",
+        "match",
+    )
+    assert match.bootstrap_rounds is True and match.random_score == 0.5
+    assert resolve(parse_config(["--no-bootstrap-rounds"])).bootstrap_rounds is False
+    for argv in (["--objective", "round"], ["--objective", "round", "--random-score", "0.7"]):
+        run = resolve(parse_config(argv))
+        assert (run.encoding, run.reward) == ("afterstates", "margin")
+        assert run.bootstrap_rounds is False and run.random_score == 0.0
 
 
 def test_bfloat16_left_unset_follows_the_cpu(
@@ -659,7 +681,9 @@ def test_a_resumed_run_without_the_env_state_starts_new_episodes(tmp_path: Path)
     plus the steps done, so one checkpoint resumed twice gives one run."""
     stopped = tmp_path / "runs" / "stopped"
     steps = interrupt_training(
-        stopped, "--vec-env", "dummy", "--random-start", "0", "--opponents.prioritized", "0"
+        stopped,
+        *("--vec-env", "dummy", "--random-start", "0", "--opponents.prioritized", "0"),
+        *("--random-score", "0", "--no-bootstrap-rounds"),
     )
     latest = json.loads((stopped / "checkpoints" / "latest.json").read_text())
     assert latest["progress"]["resume"] is None
@@ -737,16 +761,17 @@ BAD_TRAIN_ARGS = {
         lambda runs: [
             *TINY,
             *("--vec-env", "dummy", "--random-start", "0.5", "--opponents.prioritized", "0"),
-            *("--random-score", "0", "--runs-dir", runs),
+            *("--random-score", "0", "--no-bootstrap-rounds", "--runs-dir", runs),
         ],
         "--random-start needs --vec-env batched",
     ),
     "the defaults without the batched env": (
         lambda runs: [*TINY, "--vec-env", "subproc", "--runs-dir", runs],
-        "--random-start and --random-score and --opponents.prioritized need --vec-env batched "
-        "(got --vec-env subproc, whose single envs neither start at random positions or scores, "
-        "weigh the rounds' margins, end episodes at rounds, nor report results for prioritized "
-        "self-play); add --random-start 0 --random-score 0 --opponents.prioritized 0",
+        "--random-start and --random-score and --opponents.prioritized and --bootstrap-rounds "
+        "need --vec-env batched (got --vec-env subproc, whose single envs neither start at "
+        "random positions or scores, weigh the rounds' margins, end episodes at rounds, nor "
+        "report results for prioritized self-play); add --random-start 0 --random-score 0 "
+        "--opponents.prioritized 0 --no-bootstrap-rounds",
     ),
     "prioritized self-play without the batched env": (
         lambda runs: [
@@ -759,6 +784,7 @@ BAD_TRAIN_ARGS = {
             "1",
             "--random-score",
             "0",
+            "--no-bootstrap-rounds",
             "--runs-dir",
             runs,
         ],
@@ -768,10 +794,6 @@ BAD_TRAIN_ARGS = {
         lambda runs: [*TINY, "--reward", "margin", "--runs-dir", runs],
         "--reward margin is not a reward of --objective match; use match or "
         "match-and-margins (or auto)",
-    ),
-    "random scores in rounds": (
-        lambda runs: [*TINY, "--objective", "round", "--random-score", "0.5", "--runs-dir", runs],
-        "--random-score 0.5 needs --objective match",
     ),
     "the margins' weight of a reward without margins": (
         lambda runs: [*TINY, "--margin-weight-end", "0", "--runs-dir", runs],

@@ -229,12 +229,15 @@ class TrainConfig:
     them) or sign (+1, 0 or -1 for winning, tying or losing the round). auto: match, or
     margin."""
 
-    bootstrap_rounds: bool = False
-    """With --objective match: each round of a training match is an episode for PPO, truncated
+    bootstrap_rounds: bool = True
+    """With --objective match (round episodes have no next round: --objective round turns it
+    off): each round of a training match is an episode for PPO, truncated
     at its end, whose return is the critic's value of the next round's start (its own estimate
     of the match from the new score, as a time limit's end is bootstrapped), not the match's
     result; only a match's last round is paid its result. The rounds' returns then carry
-    less of the later rounds' luck. Needs --vec-env batched."""
+    less of the later rounds' luck (the results log: at equal steps, half the round regret and
+    a lower match exploitability than match episodes paid at their end). Needs --vec-env
+    batched: --no-bootstrap-rounds for the others."""
     margin_weight_end: float = 1.0
     """With --reward match-and-margins: how much the rounds' margins count in the reward at the
     end of the run; their weight falls linearly from 1 at the start (as the entropy
@@ -246,7 +249,8 @@ class TrainConfig:
     whoever is to move; the agent then takes the side to move), so that the agent meets
     positions off the usual paths. Needs --vec-env batched."""
     random_score: float = 0.5
-    """With --objective match: probability that a training match starts at a score drawn
+    """With --objective match (--objective round plays every round from 0-0 and turns it off):
+    probability that a training match starts at a score drawn
     uniformly among those below the target (each player 0 to 14 points), so that the agent
     meets every score, not only those its matches reach. Needs --vec-env batched."""
 
@@ -375,7 +379,8 @@ def preset_values(config: TrainConfig) -> dict[str, Any]:
 
 def resolve(config: TrainConfig) -> RunConfig:
     """The run that the command line ``config`` asks for: the fields left to the preset
-    filled, ``workers`` counted (``auto``: :func:`auto_workers`), and every value checked
+    filled, ``--objective round`` without the match episodes' random scores and bootstrapped
+    rounds, ``workers`` counted (``auto``: :func:`auto_workers`), and every value checked
     (:func:`check`): ``ValueError`` naming the flag. A command line that resumes a run is not
     resolved (the run folder has its settings)."""
     values = preset_values(config)
@@ -383,6 +388,8 @@ def resolve(config: TrainConfig) -> RunConfig:
     encoding, reward = OBJECTIVES[config.objective]
     values["encoding"] = encoding if config.encoding == "auto" else config.encoding
     values["reward"] = reward if config.reward == "auto" else config.reward
+    if config.objective == "round":  # a round episode has no score to start at, no next round
+        values["random_score"], values["bootstrap_rounds"] = 0.0, False
     workers = values.pop("workers")
     if workers == "auto":
         workers = auto_workers()
