@@ -360,7 +360,7 @@ def test_a_training_env_plays_episodes_with_the_pool(
     folder = tmp_path / "snapshots"
     fill(folder, list(snapshot_files), [1, 2])
     even = OpponentMix(snapshots=1, perfect=1, greedy=1, random=1, newest=0.5)
-    env = factories.make_env(folder, even, "afterstates", "margin")
+    env = factories.make_env(folder, even, "afterstates", "margin", "round")
     assert env.observation_space.shape == (735,)
     assert env.action_space.n == 3
     pool = env.unwrapped.opponent

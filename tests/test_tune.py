@@ -470,7 +470,7 @@ def test_a_trial_is_a_train_config_and_its_command_gives_it(
         *nested, last = name.split(".")
         held = getattr(config.opponents if nested else config, last)
         assert held == (tuple(value) if isinstance(value, list) else value), name
-    flags = config_module.train_flags(config)
+    flags = training_script("runfolder").train_flags(config)
     assert config_module.resolve(config_module.parse_config(flags)) == config
 
 

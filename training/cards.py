@@ -23,8 +23,8 @@ from buttonup_env.players.evaluation import EvaluationResult, evaluate
 from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import OnnxPolicy
 from buttonup_env.ui.cli import write_output
+from training.bounds import code_version
 from training.checkpoints import Checkpoint, Checkpoints
-from training.config import code_version
 
 EVAL_SEED = 2026
 """The seed of a card's matches (``training/evaluate.py --seed 2026`` plays them again)."""

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,87 +28,31 @@ import torch as th
 import tyro
 from gymnasium import spaces
 
-import buttonup_env
 from buttonup_env.game.encoding import ENCODINGS
 from buttonup_env.learn.nets import RingPolicy, fast_bfloat16
 from buttonup_env.players.league import DEFAULT_LADDER, check_ladder
 from buttonup_env.players.selfplay import OpponentMix
+from training.bounds import (
+    MAX_ENVS,
+    MAX_EPOCHS,
+    MAX_LAYERS,
+    MAX_MATCHES,
+    MAX_PARAMETERS,
+    MAX_PERIODIC,
+    MAX_ROLLOUT_BYTES,
+    MAX_ROLLOUT_STEPS,
+    MAX_THREADS,
+    MAX_WIDTH,
+    PLAYER_NAME,
+    Interval,
+    Matches,
+    Minutes,
+    RunName,
+    Seed,
+    Steps,
+)
 from training.distributed import auto_workers
 from training.typed_json import Pattern, Range, check_fields
-
-ROOT = Path(__file__).resolve().parent.parent
-"""The repository (the folder that holds the ``training`` package)."""
-
-MAX_MATCHES = 100_000
-"""The most matches a command plays against one opponent (a few minutes on one core)."""
-Matches = Annotated[int, Range(1, MAX_MATCHES)]
-"""A number of matches, as the scripts' flags and a run's config take it."""
-Seed = Annotated[int, Range(0, 2**32 - 1)]
-"""A seed, as the scripts' flags and a run's config take it (numpy's legacy seeding, which
-some of the libraries use, takes 32 bits)."""
-
-CODE_VERSION = r"buttonup-env [0-9A-Za-z.+-]{1,40} \([0-9A-Za-z._+-]{1,80}\)"
-"""What :func:`code_version` gives (``buttonup-env 0.1.0 (d2d4121+dirty)``), as a regular
-expression: a code version read from a file is printed and copied only when it is one."""
-
-
-def code_version() -> str:
-    """The package version and the git commit (with ``+dirty`` when files were changed)."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(ROOT), "describe", "--always", "--dirty=+dirty"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
-    return f"buttonup-env {buttonup_env.__version__} ({commit})"
-
-
-# --- the bounds of the settings ------------------------------------------------------------
-
-MAX_STEPS = 10_000_000_000
-"""The most environment steps a run may ask for (a hundred times the full preset's)."""
-MAX_MINUTES = 10_080.0
-"""The longest time budget, in minutes: a week."""
-MIN_INTERVAL = 64
-"""The fewest steps between snapshots, evaluations or checkpoints (each is checked at a
-rollout's start, so a smaller interval only means every rollout)."""
-MAX_PERIODIC = 10_000
-"""The most snapshots, and the most periodic evaluations, a run may ask for
-(``total_steps / snapshot_every``): each snapshot is a file, each evaluation a line of
-``eval.jsonl``, and neither may fill a disk."""
-MAX_ENVS = 65_536
-"""The most environments stepped together."""
-MAX_ROLLOUT_STEPS = 4_096
-"""The most steps per env in a rollout."""
-MAX_EPOCHS = 100
-"""The most passes over each rollout."""
-MAX_LAYERS = 16
-"""The most hidden layers (the shipped agent has two)."""
-MAX_WIDTH = 16_384
-"""The widest hidden layer."""
-MAX_THREADS = 4 * (os.cpu_count() or 1)
-"""The most torch threads: four times this machine's cores (100,000 threads crashed a run)."""
-MAX_PARAMETERS = 50_000_000
-"""The largest network a config may ask for (the shipped agent's has about 50,000
-parameters): a larger one is refused before anything is built."""
-MAX_ROLLOUT_BYTES = 4 << 30
-"""The largest rollout (n_envs x n_steps observations) a config may ask for: 4 GiB."""
-
-Steps = Annotated[int, Range(1, MAX_STEPS)]
-Minutes = Annotated[float, Range(0, MAX_MINUTES)]
-Interval = Annotated[int, Range(MIN_INTERVAL, MAX_STEPS)]
-
-RUN_NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
-"""A run's folder name: letters, digits, '.', '_' and '-' (not first), at most 128."""
-RunName = Annotated[str, Pattern(RUN_NAME, "a folder name of letters, digits, '.', '_' and '-'")]
-PLAYER_NAME = r"[\w./\\~+@:=-][\w ./\\~+@:=,-]{0,254}"
-"""A ladder player as a config may name it: a bot, a graded bot, a shipped policy or a path,
-in letters, digits, spaces and ``. / \\ ~ + @ : = , - _`` (no control characters: the names
-reach cards and messages)."""
 
 SELF_PLAY = OpponentMix()
 """The default opponents, of every preset: pure self-play. Only the learner's own snapshots
@@ -516,37 +458,6 @@ def check_size(config: RunConfig) -> None:
             f"--hidden {' '.join(map(str, config.hidden))}: its network would have "
             f"{parameters:,} parameters, more than the {MAX_PARAMETERS:,} a run may ask for"
         )
-
-
-def train_flags(config: RunConfig) -> list[str]:
-    """The train.py flags that give ``config``: ``--preset`` and each setting that differs
-    from what the preset gives (a run's recorded command, for one)."""
-    default = preset_values(TrainConfig(preset=config.preset))
-    default["encoding"], default["reward"] = OBJECTIVES[config.objective]  # what auto gives
-    flags = ["--preset", config.preset]
-    for field in dataclasses.fields(TrainConfig):
-        value, base = getattr(config, field.name), default[field.name]
-        if field.name == "opponents":
-            pairs = [
-                (f"opponents.{f.name}", getattr(value, f.name), getattr(base, f.name))
-                for f in dataclasses.fields(OpponentMix)
-            ]
-        else:
-            pairs = [(field.name, value, base)]
-        for name, mine, theirs in pairs:
-            if mine != theirs or field.name in ("bfloat16", "workers"):  # they follow the CPU
-                flags += _flag(name, mine)
-    return flags
-
-
-def _flag(name: str, value: Any) -> list[str]:
-    """The flag that sets ``name`` to ``value``, as tyro reads it."""
-    flag = "--" + name.replace("_", "-")
-    if isinstance(value, bool):
-        return [flag if value else flag.replace("--", "--no-", 1)]
-    if isinstance(value, tuple):
-        return [flag, *map(str, value)]
-    return [flag, repr(value) if isinstance(value, float) else str(value)]
 
 
 def make_policy(

@@ -75,7 +75,7 @@ from buttonup_env.players.exploit import exploitability
 from buttonup_env.players.policy import PolicyError, load_policy
 from buttonup_env.players.shipped import shipped_policies
 from buttonup_env.ui.cli import Named, check_outputs, run_cli, write_output
-from training.config import Matches, Seed
+from training.bounds import Matches, Seed
 from training.plots import audit_picture
 from training.typed_json import Range, check_fields
 

@@ -43,9 +43,9 @@ import tyro
 from buttonup_env.learn.onnx_writer import check_exportable
 from buttonup_env.players.policy import load_sb3_model
 from buttonup_env.ui.cli import Named, OutputError, check_outputs, fail, run_cli
+from training.bounds import MAX_MATCHES
 from training.cards import AuditScores, checkpoint_training, export_with_card
 from training.checkpoints import Checkpoints
-from training.config import MAX_MATCHES
 from training.runfolder import RunFolder, RunFolderError
 from training.typed_json import Range, check_fields, to_json
 

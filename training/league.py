@@ -37,7 +37,7 @@ from buttonup_env.players.arena import PairResult, make_player, play_pairs, play
 from buttonup_env.players.batched import BatchedPlayer
 from buttonup_env.players.league import ANCHOR, PRIOR_MATCHES, LeagueTable, fit_ratings, schedule
 from buttonup_env.ui.cli import check_outputs, run_cli, write_output
-from training.config import Matches, Seed, code_version
+from training.bounds import Matches, Seed, code_version
 from training.plots import figure_png, pyplot
 from training.typed_json import Range, check_fields
 

@@ -56,7 +56,7 @@ from buttonup_env.ui.cli import (
     run_cli,
     write_output,
 )
-from training.config import Matches, Seed, code_version
+from training.bounds import Matches, Seed, code_version
 from training.ratings_report import Ladder, check_folder, rated_folders, ratings_report
 from training.runfolder import EvalRow, RunFiles
 from training.seeds_report import Bootstrap, Run, seeds_report

@@ -40,8 +40,15 @@ from buttonup_env.game.files import reason
 from buttonup_env.game.folders import FolderError, SafeFolder
 from buttonup_env.game.records import shown
 from buttonup_env.game.rules import MOVES_PER_ROUND
-from buttonup_env.players.selfplay import SNAPSHOT_GLOB
-from training.config import CODE_VERSION, RunConfig, check, code_version, train_flags
+from buttonup_env.players.selfplay import SNAPSHOT_GLOB, OpponentMix
+from training.bounds import CODE_VERSION, code_version
+from training.config import (
+    OBJECTIVES,
+    RunConfig,
+    TrainConfig,
+    check,
+    preset_values,
+)
 from training.typed_json import (
     FieldError,
     Length,
@@ -65,7 +72,7 @@ NAME.json: a few kB, a few MB for a resume point of many envs)."""
 
 MAX_EVAL_BYTES = 16 << 20
 """The largest eval.jsonl that is read (a run makes at most 10,000 evaluations of well under
-a kB each: see training.config.MAX_PERIODIC)."""
+a kB each: see training.bounds.MAX_PERIODIC)."""
 
 Count = Annotated[int, Range(0)]
 
@@ -394,3 +401,34 @@ class RunFolder(RunFiles):
         kept = [line for line in lines if not _row_after(line, steps)]
         if len(kept) < len(lines):
             self.write(self.eval_file, b"".join(kept))
+
+
+def train_flags(config: RunConfig) -> list[str]:
+    """The train.py flags that give ``config``: ``--preset`` and each setting that differs
+    from what the preset gives (a run's recorded command, for one)."""
+    default = preset_values(TrainConfig(preset=config.preset))
+    default["encoding"], default["reward"] = OBJECTIVES[config.objective]  # what auto gives
+    flags = ["--preset", config.preset]
+    for field in dataclasses.fields(TrainConfig):
+        value, base = getattr(config, field.name), default[field.name]
+        if field.name == "opponents":
+            pairs = [
+                (f"opponents.{f.name}", getattr(value, f.name), getattr(base, f.name))
+                for f in dataclasses.fields(OpponentMix)
+            ]
+        else:
+            pairs = [(field.name, value, base)]
+        for name, mine, theirs in pairs:
+            if mine != theirs or field.name in ("bfloat16", "workers"):  # they follow the CPU
+                flags += _flag(name, mine)
+    return flags
+
+
+def _flag(name: str, value: Any) -> list[str]:
+    """The flag that sets ``name`` to ``value``, as tyro reads it."""
+    flag = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return [flag if value else flag.replace("--", "--no-", 1)]
+    if isinstance(value, tuple):
+        return [flag, *map(str, value)]
+    return [flag, repr(value) if isinstance(value, float) else str(value)]

@@ -55,8 +55,8 @@ import tyro
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from buttonup_env.ui.cli import fail, run_cli
-from training.config import RunConfig, resolve, train_flags
-from training.runfolder import EVAL_BOTS, EvalRow
+from training.config import RunConfig, resolve
+from training.runfolder import EVAL_BOTS, EvalRow, train_flags
 from training.search_space import (
     DEFAULT_SPACE,
     base_config,

@@ -100,6 +100,16 @@ def check_random_score(random_score: float, episode: str) -> None:
         )
 
 
+def check_truncate_rounds(truncate_rounds: bool, episode: str) -> None:
+    """``ValueError`` in one sentence unless ``truncate_rounds`` is a bool, True only with
+    match episodes."""
+    if truncate_rounds not in (False, True) or (truncate_rounds and episode != "match"):
+        raise ValueError(
+            f"truncate_rounds={truncate_rounds!r} is not allowed; use False, or True with "
+            "episode='match' (a one-round episode ends with its round)"
+        )
+
+
 def _batch_array(field: str) -> property:
     return property(
         lambda self: getattr(self._batch, field),
@@ -256,11 +266,7 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
         )
         check_random_start(random_start, random_start_moves, episode, agent_color)
         check_random_score(random_score, episode)
-        if truncate_rounds not in (False, True) or (truncate_rounds and episode != "match"):
-            raise ValueError(
-                f"truncate_rounds={truncate_rounds!r} is not allowed; use False, or True with "
-                "episode='match' (a one-round episode ends with its round)"
-            )
+        check_truncate_rounds(truncate_rounds, episode)
         self.truncate_rounds = bool(truncate_rounds)
         self.num_envs = int(num_envs)
         self.target = check_target(target)
