@@ -273,7 +273,8 @@ class RunConfig(TrainConfig):
     """A run's settings, resolved (:func:`resolve`): the flags of :class:`TrainConfig` with
     every budget and interval that the preset fills set, and ``workers`` a number. A run's
     ``config.json`` holds one, field for field; every function below a script's ``main``
-    takes one. (It is a command line too: :func:`train_flags` writes the flags that give it.)
+    takes one. (It is a command line too: :func:`training.runfolder.train_flags` writes the
+    flags that give it.)
     """
 
     total_steps: Steps
