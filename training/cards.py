@@ -176,7 +176,7 @@ TARGETS = (
     ("matches won against the random bot", ("random", "win_rate"), "at least", 1.0),
 )
 """What the shipped agent, trained by the full preset (15 minutes of pure self-play), is held
-to, at the level of the match (issue 49); the card says which are met and by how much any is
+to, at the level of the match; the card says which are met and by how much any is
 missed."""
 
 REPORTED = (
