@@ -438,6 +438,26 @@ def test_the_learning_rate_decays_to_its_end(
     assert [event.value for event in events] == pytest.approx(rates, rel=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("flags", "weights"),
+    [  # set at each rollout's start: progress 0, 1/4, 2/4, 3/4 of the run
+        (["--margin-weight", "4", "--margin-weight-end", "0"], [4.0, 3.0, 2.0, 1.0]),
+        (["--margin-weight-end", "0"], [1.0, 0.75, 0.5, 0.25]),
+        (["--margin-weight", "2"], [2.0, 1.75, 1.5, 1.25]),
+    ],
+)
+def test_the_rounds_margins_weigh_as_scheduled(
+    flags: list[str], weights: list[float], tmp_path: Path
+) -> None:
+    """--reward match-and-margins: the rounds' margins weigh --margin-weight at the start and
+    --margin-weight-end at the end, linearly between; the envs are told before each rollout."""
+    args = [*TINY, "--total-steps", "512", "--reward", "match-and-margins", "--runs-dir", tmp_path]
+    done = run(TRAIN, *args, *flags, "--run-name", "mw")
+    assert done.returncode == 0, done.stderr[-3000:]
+    [events] = scalar_events(tmp_path / "mw", "train/margin_weight")
+    assert [event.value for event in events] == pytest.approx(weights, rel=1e-5)
+
+
 def test_a_preset_fills_only_the_settings_left_unset(
     training_script: Callable[[str], ModuleType],
 ) -> None:
@@ -800,6 +820,18 @@ BAD_TRAIN_ARGS = {
         lambda runs: [*TINY, "--margin-weight-end", "0", "--runs-dir", runs],
         "--margin-weight-end 0.0 weighs the rounds' margins of --reward match-and-margins, not "
         "of --reward match",
+    ),
+    "a margins' weight out of range": (
+        lambda runs: [
+            *TINY,
+            "--reward",
+            "match-and-margins",
+            "--margin-weight",
+            "19",
+            "--runs-dir",
+            runs,
+        ],
+        "--margin-weight must be in [0, 18.0], got 19.0",
     ),
     "an unknown ladder player": (
         lambda runs: [*TINY, "--ladder", "random", "nosuchbot", "--runs-dir", runs],

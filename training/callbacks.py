@@ -146,7 +146,7 @@ class Clock(BaseCallback):
 
 class Schedules(BaseCallback):
     """Linear decay of the entropy coefficient, of the learning rate if ``learning_rate_end``
-    is set, and of the rounds' margins in the reward if ``margin_weight_end`` is, over the
+    is set, and of the rounds' margins in the reward if their weights are not 1, over the
     whole run (steps or time budget)."""
 
     def __init__(self, config: RunConfig, progress: Progress) -> None:
@@ -162,8 +162,8 @@ class Schedules(BaseCallback):
         start, end = learning_rates(c)
         if end is not None:  # SB3 reads lr_schedule before each update
             self.model.lr_schedule = ConstantSchedule(start + (end - start) * done)
-        if c.margin_weight_end != 1.0:  # the rounds' margins fade out of the reward
-            weight = 1.0 + (c.margin_weight_end - 1.0) * done
+        if (c.margin_weight, c.margin_weight_end) != (1.0, 1.0):  # the margins' schedule
+            weight = c.margin_weight + (c.margin_weight_end - c.margin_weight) * done
             self.training_env.set_attr("round_reward_weight", weight)
             self.logger.record("train/margin_weight", weight)
 

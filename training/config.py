@@ -180,11 +180,14 @@ class TrainConfig:
     less of the later rounds' luck (the results log: at equal steps, half the round regret and
     a lower match exploitability than match episodes paid at their end). Needs --vec-env
     batched: --no-bootstrap-rounds for the others."""
+    margin_weight: float = 1.0
+    """With --reward match-and-margins: how much the rounds' margins (/ 18) count in the reward
+    at the start of the run, beside the match's +1 or -1 (1: as ButtonUp-v1 pays them; 4: a
+    4.5-point round counts as much as the match). The weight moves linearly to
+    --margin-weight-end over the run (as the entropy coefficient does)."""
     margin_weight_end: float = 1.0
-    """With --reward match-and-margins: how much the rounds' margins count in the reward at the
-    end of the run; their weight falls linearly from 1 at the start (as the entropy
-    coefficient does), so that an agent learns the rounds from their margins early and plays
-    for the match alone at the end (0). 1: a constant weight."""
+    """... and at its end: with --margin-weight above it, an agent learns the rounds from their
+    margins early and plays for the match alone at the end (0)."""
 
     random_start: float = 0.5
     """Probability that an episode's first round starts after 1 to 6 random moves (played by
@@ -292,6 +295,19 @@ class RunConfig(TrainConfig):
     reward: Literal["match", "match-and-margins", "margin", "sign"]
 
 
+MAX_MARGIN_WEIGHT = 18.0
+"""The largest weight of the rounds' margins in a match's reward (a one-point round then
+counts as much as the match)."""
+
+
+def margin_weights(config: TrainConfig) -> tuple[tuple[str, float], ...]:
+    """The rounds' margins' weights at the start and the end of the run, with their flags."""
+    return (
+        ("--margin-weight", config.margin_weight),
+        ("--margin-weight-end", config.margin_weight_end),
+    )
+
+
 def learning_rates(config: RunConfig) -> tuple[float, float | None]:
     """The learning rate at the start and at the end of the run ``config``: its
     ``learning_rate`` and ``learning_rate_end`` times the square root of its workers. Each
@@ -389,13 +405,14 @@ def check(config: RunConfig) -> RunConfig:
             f"--reward {config.reward} is not a reward of --objective {config.objective}; use "
             f"{allowed} (or auto)"
         )
-    if not 0 <= config.margin_weight_end <= 1:
-        raise ValueError(f"--margin-weight-end must be in [0, 1], got {config.margin_weight_end}")
-    if config.margin_weight_end != 1 and config.reward != "match-and-margins":
-        raise ValueError(
-            f"--margin-weight-end {config.margin_weight_end} weighs the rounds' margins of "
-            f"--reward match-and-margins, not of --reward {config.reward}"
-        )
+    for flag, weight in margin_weights(config):
+        if not 0 <= weight <= MAX_MARGIN_WEIGHT:
+            raise ValueError(f"{flag} must be in [0, {MAX_MARGIN_WEIGHT}], got {weight}")
+        if weight != 1 and config.reward != "match-and-margins":
+            raise ValueError(
+                f"{flag} {weight} weighs the rounds' margins of --reward match-and-margins, not "
+                f"of --reward {config.reward}"
+            )
     if config.bootstrap_rounds and config.objective != "match":
         raise ValueError(
             "--bootstrap-rounds needs --objective match (a round's end is a round episode's "
@@ -412,7 +429,7 @@ def check(config: RunConfig) -> RunConfig:
             ("--random-start", config.random_start, "--random-start 0"),
             ("--random-score", config.random_score, "--random-score 0"),
             ("--opponents.prioritized", config.opponents.prioritized, "--opponents.prioritized 0"),
-            ("--margin-weight-end", config.margin_weight_end != 1.0, "--margin-weight-end 1"),
+            *((flag, weight != 1.0, f"{flag} 1") for flag, weight in margin_weights(config)),
             ("--bootstrap-rounds", config.bootstrap_rounds, "--no-bootstrap-rounds"),
         )
         if on
