@@ -180,6 +180,13 @@ class TrainConfig:
     less of the later rounds' luck (the results log: at equal steps, half the round regret and
     a lower match exploitability than match episodes paid at their end). Needs --vec-env
     batched: --no-bootstrap-rounds for the others."""
+    bootstrap_values: Literal["critic", "table"] = "critic"
+    """With --bootstrap-rounds: what values a round's end. critic: the critic's value of the
+    next round's start (its layout included); table: a table of the match at every round start
+    (own points, the opponent's, who starts) that the training learns from its own rounds by
+    temporal differences, the average over the next round's layouts
+    (buttonup_env.learn.round_starts; not kept in checkpoints: a resumed run learns it
+    again)."""
     margin_weight: float = 1.0
     """With --reward match-and-margins: how much the rounds' margins (/ 18) count in the reward
     at the start of the run, beside the match's +1 or -1 (1: as ButtonUp-v1 pays them; 4: a
@@ -413,6 +420,11 @@ def check(config: RunConfig) -> RunConfig:
                 f"{flag} {weight} weighs the rounds' margins of --reward match-and-margins, not "
                 f"of --reward {config.reward}"
             )
+    if config.bootstrap_values != "critic" and not config.bootstrap_rounds:
+        raise ValueError(
+            f"--bootstrap-values {config.bootstrap_values} values the ends of bootstrapped "
+            "rounds; add --bootstrap-rounds"
+        )
     if config.bootstrap_rounds and config.objective != "match":
         raise ValueError(
             "--bootstrap-rounds needs --objective match (a round's end is a round episode's "

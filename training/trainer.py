@@ -23,6 +23,7 @@ import torch as th
 from sb3_contrib import MaskablePPO
 from stable_baselines3.common.callbacks import CallbackList
 
+from buttonup_env.learn.round_starts import RoundStartValues
 from buttonup_env.learn.sb3 import BootstrapTruncated
 from training import scratch as scratch_copies
 from training.callbacks import (
@@ -43,7 +44,7 @@ from training.factories import make_model, make_vec_env, worker_config, write_sn
 from training.launch import launch
 from training.plots import learning_curve
 from training.rendezvous import RENDEZVOUS_TIMEOUT
-from training.resume import take_resume_point, updates_done
+from training.resume import batched_env, take_resume_point, updates_done
 from training.runfolder import BEST_BY, EvalRow, RunFolder, RunFolderError
 
 
@@ -260,7 +261,9 @@ def learn(
     periodic = Periodic(run, progress, stop, on_eval, team, agree)
     callbacks = [Clock(progress), Schedules(config, progress), periodic]
     if config.bootstrap_rounds:  # first: its rewards are those the rollout buffer is given
-        callbacks.insert(0, BootstrapTruncated())
+        table = config.bootstrap_values == "table"
+        envs = batched_env(model)
+        callbacks.insert(0, BootstrapTruncated(RoundStartValues(envs) if table and envs else None))
     with stop:
         try:
             if model.num_timesteps < config.total_steps:

@@ -39,6 +39,7 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 
 from ..envs.vector import ButtonUpVectorEnv
 from .active import active_features, check_view_size
+from .round_starts import RoundStartValues
 
 
 class SB3VecEnv(VecEnv):
@@ -200,12 +201,22 @@ class BootstrapTruncated(BaseCallback):
     among ``learn``'s callbacks, this one adds the same values, computed in one batch, to the
     step's rewards (the array the rollout buffer is given next) and clears the envs'
     ``"TimeLimit.truncated"`` so that SB3 does not add them again.
+
+    With ``round_starts`` (a :class:`~buttonup_env.learn.round_starts.RoundStartValues` of the
+    batched env) a truncated round is valued by that table at the next round's start, the
+    average over its layouts, instead of by the critic; the table learns from every round.
     """
+
+    def __init__(self, round_starts: RoundStartValues | None = None) -> None:
+        super().__init__()
+        self.round_starts = round_starts
 
     def _on_step(self) -> bool:
         infos = self.locals["infos"]
         dones = self.locals["dones"]
         rewards = self.locals["rewards"]
+        if self.round_starts is not None:
+            return self._from_table(infos, dones, rewards)
         envs = [
             i
             for i in np.flatnonzero(dones)
@@ -221,4 +232,17 @@ class BootstrapTruncated(BaseCallback):
         rewards[envs] += self.model.gamma * values.flatten().cpu().numpy().astype(rewards.dtype)
         for i in envs:
             infos[i]["TimeLimit.truncated"] = False
+        return True
+
+    def _from_table(
+        self, infos: list[dict[str, Any]], dones: np.ndarray, rewards: np.ndarray
+    ) -> bool:
+        assert self.round_starts is not None
+        ended = np.flatnonzero(dones)
+        points = [infos[i].get("round_points", {"R": 0, "B": 0}) for i in ended]
+        after = self.round_starts.observe(ended, np.array([[p["R"], p["B"]] for p in points]))
+        for j, i in enumerate(ended):
+            if infos[i].get("TimeLimit.truncated", False):
+                rewards[i] += self.model.gamma * after[j]
+                infos[i]["TimeLimit.truncated"] = False
         return True

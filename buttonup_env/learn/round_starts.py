@@ -1,0 +1,93 @@
+"""What a round's result is worth in the match, learnt by self-play: :class:`RoundStartValues`.
+
+A training match cut into rounds (``ButtonUpVectorEnv(truncate_rounds=True)``) pays each round
+the value of the next round's start. A critic that sees the whole position estimates it for
+one layout; what the round's play decides is only the new score and starter, worth the
+average over the next round's layouts. :class:`RoundStartValues` keeps that average itself:
+one number per round start (the agent's points, the opponent's, whether the agent starts),
+the agent's expected match result (+1 a win, -1 a loss), learnt by temporal differences from
+the rounds the training plays (each round's value moves towards the next round's, or towards
+the match's result), with the colours swapped for the opponent (self-play is symmetric). No
+solver enters: it is the training's own estimate of the match equity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..envs.vector import ButtonUpVectorEnv
+
+MIN_STEP = 1e-3
+"""The smallest step of an update: each start's value is the mean of its first 1,000
+targets, then an average over about the last 1,000 (the policy keeps changing)."""
+
+
+class RoundStartValues:
+    """The agent's expected match result from every round start of a match to ``target``:
+    ``values[own, other, starts]`` in [-1, 1].
+
+    Call :meth:`observe` after every step of the batched env ``env`` with the step's ended
+    episodes (a round ends an episode when the env truncates rounds): it learns from the
+    rounds that ended and returns, for each, the value of what follows (the next round's
+    start, or the match's result: +1 or -1).
+    """
+
+    def __init__(self, env: ButtonUpVectorEnv, min_step: float = MIN_STEP) -> None:
+        if not 0 < min_step <= 1:
+            raise ValueError(f"min_step must be in (0, 1], got {min_step}")
+        self.env = env
+        self.target = env.target
+        self.min_step = float(min_step)
+        self.values = np.zeros((self.target, self.target, 2))
+        self.counts = np.zeros((self.target, self.target, 2), dtype=np.int64)
+        self._keys: np.ndarray | None = None  # (n, 3): each env's round start, as indices
+        self._agent: np.ndarray | None = None  # (n,): the agent's colour in that round
+
+    def current(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each env's round in play: its start's indices (own points, the opponent's, whether
+        the agent starts) and the agent's colour."""
+        batch = self.env._batch
+        agent = batch.agent.copy()
+        rows = np.arange(len(agent))
+        own, other = batch.score[rows, agent], batch.score[rows, 1 - agent]
+        keys = np.stack([own, other, (batch.starter == agent).astype(np.int64)], axis=1)
+        return keys.astype(np.int64), agent
+
+    def observe(self, ended: np.ndarray, round_points: np.ndarray) -> np.ndarray:
+        """Learn from the envs ``ended`` (indices: their round ended in the step just taken,
+        with ``round_points`` ``(len(ended), 2)``, Red's and Black's) and return, for each,
+        the value of what follows it: the next round's start, or +1 / -1 where the round
+        ended the match (the env has then started a new one)."""
+        keys, agent = self.current()
+        if self._keys is None:  # the first step: the rounds in play are where we start
+            self._keys, self._agent = keys, agent
+            return np.zeros(len(ended))
+        ended = np.asarray(ended, dtype=np.int64)
+        start, colour = self._keys[ended], self._agent[ended]
+        points = np.asarray(round_points, dtype=np.int64).reshape(len(ended), 2)
+        rows = np.arange(len(ended))
+        margin = points[rows, colour] - points[rows, 1 - colour]
+        own = start[:, 0] + np.maximum(margin, 0)
+        other = start[:, 1] + np.maximum(-margin, 0)
+        over = (own >= self.target) | (other >= self.target)
+        after = np.where(own >= self.target, 1.0, -1.0)
+        going = ~over  # the match goes on: its next round's start, as the env has it
+        nxt = keys[ended[going]]
+        after[going] = self.values[nxt[:, 0], nxt[:, 1], nxt[:, 2]]
+        self._learn(start, after)
+        self._keys, self._agent = keys, agent
+        return after
+
+    def _learn(self, start: np.ndarray, after: np.ndarray) -> None:
+        """Move each start's value (and its mirror, the opponent's) towards ``after``."""
+        mirror = np.stack([start[:, 1], start[:, 0], 1 - start[:, 2]], axis=1)
+        for keys, targets in ((start, after), (mirror, -after)):
+            index = (keys[:, 0], keys[:, 1], keys[:, 2])
+            np.add.at(self.counts, index, 1)
+            step = np.maximum(1.0 / self.counts[index], self.min_step)
+            np.add.at(self.values, index, step * (targets - self.values[index]))
+
+    def win_probability(self, own: int, other: int, starts: bool) -> float:
+        """The estimate as a probability of winning the match (for reading it against the
+        exact :func:`buttonup_env.game.equity.match_equity`)."""
+        return float((1 + self.values[own, other, int(starts)]) / 2)
