@@ -81,11 +81,11 @@ class RoundStartValues:
     def _learn(self, start: np.ndarray, after: np.ndarray) -> None:
         """Move each start's value (and its mirror, the opponent's) towards ``after``."""
         mirror = np.stack([start[:, 1], start[:, 0], 1 - start[:, 2]], axis=1)
-        for keys, targets in ((start, after), (mirror, -after)):
-            index = (keys[:, 0], keys[:, 1], keys[:, 2])
-            np.add.at(self.counts, index, 1)
-            step = np.maximum(1.0 / self.counts[index], self.min_step)
-            np.add.at(self.values, index, step * (targets - self.values[index]))
+        keys, targets = np.concatenate([start, mirror]), np.concatenate([after, -after])
+        index = (keys[:, 0], keys[:, 1], keys[:, 2])
+        np.add.at(self.counts, index, 1)
+        step = np.maximum(1.0 / self.counts[index], self.min_step)
+        np.add.at(self.values, index, step * (targets - self.values[index]))
 
     def win_probability(self, own: int, other: int, starts: bool) -> float:
         """The estimate as a probability of winning the match (for reading it against the

@@ -1,0 +1,107 @@
+"""The table of the match at round starts that bootstrapped rounds can be valued by
+(buttonup_env.learn.round_starts), learnt from the rounds a batched env plays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch as th
+from sb3_contrib import MaskablePPO
+
+from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.learn.nets import RingPolicy
+from buttonup_env.learn.round_starts import RoundStartValues
+from buttonup_env.learn.sb3 import BootstrapTruncated, SB3VecEnv
+
+
+def random_play(steps: int, seed: int = 0) -> tuple[RoundStartValues, dict[str, int]]:
+    """Random moves against the random bot in matches cut into rounds, half of them from random
+    scores; every round's end checked against the table's view of it."""
+    env = ButtonUpVectorEnv(
+        48, opponent="random", episode="match", truncate_rounds=True, random_score=0.5
+    )
+    _, info = env.reset(seed=seed)
+    table = RoundStartValues(env)
+    table.observe(np.zeros(0, dtype=np.int64), np.zeros((0, 2)))
+    rng = np.random.default_rng(seed)
+    seen = {"rounds": 0, "matches": 0}
+    for _ in range(steps):
+        actions = np.array([rng.choice(np.flatnonzero(m)) for m in info["action_mask"]])
+        before, values = table._keys.copy(), table.values.copy()  # what the step's ends read
+        _, reward, terminated, truncated, info = env.step(actions)
+        ended = np.flatnonzero(terminated | truncated)
+        points = info["round_points"][ended] if len(ended) else np.zeros((0, 2))
+        after = table.observe(ended, points)
+        keys, _ = table.current()
+        for j, i in enumerate(ended):
+            if terminated[i]:  # the match's result, as the env paid it
+                assert after[j] == np.sign(reward[i])
+                seen["matches"] += 1
+                continue
+            own, other = points[j][env._batch.agent[i]], points[j][1 - env._batch.agent[i]]
+            margin = int(own) - int(other)  # the next start is the old score plus the round
+            assert tuple(keys[i, :2]) == (
+                before[i, 0] + max(margin, 0),
+                before[i, 1] + max(-margin, 0),
+            )
+            assert after[j] == values[tuple(keys[i])]
+            seen["rounds"] += 1
+    return table, seen
+
+
+def test_the_table_follows_every_round_and_match() -> None:
+    """Each round's end is valued at the next round's start (its score the old one plus the
+    round's margin) or at the match's result; the opponent's view is the agent's negated; and
+    what it learns reads like a match: the leader ahead, 0-0 even."""
+    table, seen = random_play(1200)
+    assert seen["rounds"] > 5000 and seen["matches"] > 2000
+    mirrored = -table.values.transpose(1, 0, 2)[:, :, ::-1]
+    np.testing.assert_allclose(table.values, mirrored, atol=1e-9)
+    assert table.values[14, :5].mean() > 0.5 and table.values[:5, 14].mean() < -0.5
+    assert abs(table.values[0, 0, 0]) < 0.1
+    assert table.win_probability(14, 0, True) == pytest.approx((1 + table.values[14, 0, 1]) / 2)
+
+
+def test_a_step_below_zero_is_refused() -> None:
+    env = ButtonUpVectorEnv(2, opponent="random", episode="match", truncate_rounds=True)
+    with pytest.raises(ValueError, match=r"min_step must be in \(0, 1\], got 0"):
+        RoundStartValues(env, min_step=0)
+
+
+def test_bootstrapped_rounds_are_paid_the_tables_values() -> None:
+    """With a table, BootstrapTruncated adds the table's value of the next round's start to a
+    truncated round's reward (not the critic's), so a round's reward is its margin's share plus
+    a value the table holds; the match's last round is paid its result alone."""
+    th.manual_seed(0)
+    env = ButtonUpVectorEnv(
+        32, opponent="random", episode="match", encoding="match-afterstates", truncate_rounds=True
+    )
+    venv = SB3VecEnv(env)
+    model = MaskablePPO(
+        RingPolicy, venv, n_steps=64, seed=0, device="cpu", policy_kwargs=dict(hidden=(16,))
+    )
+    table = RoundStartValues(env)
+    paid: list[float] = []
+
+    class Spy(BootstrapTruncated):
+        def _on_step(self) -> bool:
+            dones, rewards = self.locals["dones"], self.locals["rewards"]
+            truncated = [
+                i
+                for i in np.flatnonzero(dones)
+                if self.locals["infos"][i].get("TimeLimit.truncated")
+            ]
+            before, values = rewards.copy(), table.values.copy()
+            super()._on_step()
+            keys, _ = table.current()
+            for i in truncated:
+                assert before[i] == 0  # reward="match": a round that does not end it pays 0
+                expected = model.gamma * values[tuple(keys[i])]
+                assert rewards[i] == pytest.approx(expected, abs=1e-6)
+                assert not self.locals["infos"][i]["TimeLimit.truncated"]
+                paid.append(float(rewards[i]))
+            return True
+
+    model.learn(32 * 64, callback=Spy(table))
+    assert len(paid) > 100 and np.count_nonzero(paid) > 50
+    assert table.counts.sum() > 2 * len(paid)  # the matches' ends count too
