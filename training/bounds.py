@@ -62,6 +62,8 @@ MAX_ROLLOUT_STEPS = 4_096
 """The most steps per env in a rollout."""
 MAX_EPOCHS = 100
 """The most passes over each rollout."""
+MAX_MARGIN_WEIGHT = 18.0
+"""The rounds' margins' largest weight in a match's reward (a one-point round is the match)."""
 MAX_LAYERS = 16
 """The most hidden layers (the shipped agent has two)."""
 MAX_WIDTH = 16_384

@@ -36,6 +36,7 @@ from training.bounds import (
     MAX_ENVS,
     MAX_EPOCHS,
     MAX_LAYERS,
+    MAX_MARGIN_WEIGHT,
     MAX_MATCHES,
     MAX_PARAMETERS,
     MAX_PERIODIC,
@@ -165,46 +166,35 @@ class TrainConfig:
     ent_coef_end: float = 0.001
     """... to this value at the end of the run."""
     reward: Literal["auto", "match", "match-and-margins", "margin", "sign"] = "auto"
-    """What an episode pays. With --objective match: match (+1 or -1 when the match ends) or
-    match-and-margins (also every round's margin / 18 at its end). With --objective round:
-    margin (own strength minus the opponent's, divided by 18: round points, as the regret counts
-    them) or sign (+1, 0 or -1 for winning, tying or losing the round). auto: match, or
-    margin."""
+    """What an episode pays. --objective match: match (+1 or -1 when the match ends) or
+    match-and-margins (also every round's margin / 18). --objective round: margin (own strength
+    minus the opponent's, / 18: round points) or sign (+1, 0 or -1). auto: match, or margin."""
 
     bootstrap_rounds: bool = True
-    """With --objective match (round episodes have no next round: --objective round turns it
-    off): each round of a training match is an episode for PPO, truncated
-    at its end, whose return is the critic's value of the next round's start (its own estimate
-    of the match from the new score, as a time limit's end is bootstrapped), not the match's
-    result; only a match's last round is paid its result. The rounds' returns then carry
-    less of the later rounds' luck (the results log: at equal steps, half the round regret and
-    a lower match exploitability than match episodes paid at their end). Needs --vec-env
-    batched: --no-bootstrap-rounds for the others."""
+    """With --objective match (--objective round turns it off): each round of a training match
+    is an episode for PPO, truncated at its end, whose return is the value of the next round's
+    start (--bootstrap-values), not the match's result; only a match's last round is paid its
+    result, so the rounds' returns carry less of the later rounds' luck (the results log).
+    Needs --vec-env batched: --no-bootstrap-rounds for the others."""
     bootstrap_values: Literal["critic", "table"] = "critic"
-    """With --bootstrap-rounds: what values a round's end. critic: the critic's value of the
-    next round's start (its layout included); table: a table of the match at every round start
-    (own points, the opponent's, who starts) that the training learns from its own rounds by
-    temporal differences, the average over the next round's layouts
-    (buttonup_env.learn.round_starts; not kept in checkpoints: a resumed run learns it
-    again)."""
+    """What values a bootstrapped round's end: the critic at the next round's start, or a table
+    of the match at each round start (score, starter) learnt from the training's own rounds
+    (buttonup_env.learn.round_starts; a resumed run learns it again)."""
     margin_weight: float = 1.0
-    """With --reward match-and-margins: how much the rounds' margins (/ 18) count in the reward
-    at the start of the run, beside the match's +1 or -1 (1: as ButtonUp-v1 pays them; 4: a
-    4.5-point round counts as much as the match). The weight moves linearly to
-    --margin-weight-end over the run (as the entropy coefficient does)."""
+    """With --reward match-and-margins: the rounds' margins' weight at the start of the run
+    (1: as ButtonUp-v1 pays them, margin / 18; 4: a 4.5-point round counts as the match) ..."""
     margin_weight_end: float = 1.0
-    """... and at its end: with --margin-weight above it, an agent learns the rounds from their
-    margins early and plays for the match alone at the end (0)."""
+    """... and at its end, linearly between (as the entropy): with 4 and 0 an agent learns the
+    rounds from their margins first and plays for the match alone at the end."""
 
     random_start: float = 0.5
     """Probability that an episode's first round starts after 1 to 6 random moves (played by
     whoever is to move; the agent then takes the side to move), so that the agent meets
     positions off the usual paths. Needs --vec-env batched."""
     random_score: float = 0.5
-    """With --objective match (--objective round plays every round from 0-0 and turns it off):
-    probability that a training match starts at a score drawn
-    uniformly among those below the target (each player 0 to 14 points), so that the agent
-    meets every score, not only those its matches reach. Needs --vec-env batched."""
+    """With --objective match (--objective round turns it off): probability that a training
+    match starts at a score drawn uniformly below the target (each player 0 to 14 points), so
+    that the agent meets every score. Needs --vec-env batched."""
 
     opponents: OpponentMix = SELF_PLAY
     """Who the learner plays (see buttonup_env.players.selfplay); by default pure self-play, the
@@ -302,19 +292,6 @@ class RunConfig(TrainConfig):
     reward: Literal["match", "match-and-margins", "margin", "sign"]
 
 
-MAX_MARGIN_WEIGHT = 18.0
-"""The largest weight of the rounds' margins in a match's reward (a one-point round then
-counts as much as the match)."""
-
-
-def margin_weights(config: TrainConfig) -> tuple[tuple[str, float], ...]:
-    """The rounds' margins' weights at the start and the end of the run, with their flags."""
-    return (
-        ("--margin-weight", config.margin_weight),
-        ("--margin-weight-end", config.margin_weight_end),
-    )
-
-
 def learning_rates(config: RunConfig) -> tuple[float, float | None]:
     """The learning rate at the start and at the end of the run ``config``: its
     ``learning_rate`` and ``learning_rate_end`` times the square root of its workers. Each
@@ -406,42 +383,15 @@ def check(config: RunConfig) -> RunConfig:
     ):
         if not 0 <= value <= 1:
             raise ValueError(f"{flag} must be a probability in [0, 1], got {value}")
-    if config.reward not in REWARDS[config.objective]:
-        allowed = " or ".join(REWARDS[config.objective])
-        raise ValueError(
-            f"--reward {config.reward} is not a reward of --objective {config.objective}; use "
-            f"{allowed} (or auto)"
-        )
-    for flag, weight in margin_weights(config):
-        if not 0 <= weight <= MAX_MARGIN_WEIGHT:
-            raise ValueError(f"{flag} must be in [0, {MAX_MARGIN_WEIGHT}], got {weight}")
-        if weight != 1 and config.reward != "match-and-margins":
-            raise ValueError(
-                f"{flag} {weight} weighs the rounds' margins of --reward match-and-margins, not "
-                f"of --reward {config.reward}"
-            )
-    if config.bootstrap_values != "critic" and not config.bootstrap_rounds:
-        raise ValueError(
-            f"--bootstrap-values {config.bootstrap_values} values the ends of bootstrapped "
-            "rounds; add --bootstrap-rounds"
-        )
-    if config.bootstrap_rounds and config.objective != "match":
-        raise ValueError(
-            "--bootstrap-rounds needs --objective match (a round's end is a round episode's "
-            "end); add --no-bootstrap-rounds"
-        )
-    if config.random_score and config.objective != "match":
-        raise ValueError(
-            f"--random-score {config.random_score} needs --objective match (a round is played "
-            "from 0-0); add --random-score 0"
-        )
+    check_objective(config)
     batched_only = [  # say it; don't drop them silently: (flag, what turns it off)
         (flag, off)
         for flag, on, off in (
             ("--random-start", config.random_start, "--random-start 0"),
             ("--random-score", config.random_score, "--random-score 0"),
             ("--opponents.prioritized", config.opponents.prioritized, "--opponents.prioritized 0"),
-            *((flag, weight != 1.0, f"{flag} 1") for flag, weight in margin_weights(config)),
+            ("--margin-weight", config.margin_weight != 1.0, "--margin-weight 1"),
+            ("--margin-weight-end", config.margin_weight_end != 1.0, "--margin-weight-end 1"),
             ("--bootstrap-rounds", config.bootstrap_rounds, "--no-bootstrap-rounds"),
         )
         if on
@@ -468,6 +418,44 @@ def check(config: RunConfig) -> RunConfig:
         )
     check_size(config)
     return config
+
+
+def check_objective(config: RunConfig) -> None:
+    """``ValueError`` naming the flags when the reward, the margins' weights, the bootstrapped
+    rounds or the random scores do not fit ``config``'s objective."""
+    if config.reward not in REWARDS[config.objective]:
+        allowed = " or ".join(REWARDS[config.objective])
+        raise ValueError(
+            f"--reward {config.reward} is not a reward of --objective {config.objective}; use "
+            f"{allowed} (or auto)"
+        )
+    weights = {
+        "--margin-weight": config.margin_weight,
+        "--margin-weight-end": config.margin_weight_end,
+    }
+    for flag, weight in weights.items():
+        if not 0 <= weight <= MAX_MARGIN_WEIGHT:
+            raise ValueError(f"{flag} must be in [0, {MAX_MARGIN_WEIGHT}], got {weight}")
+        if weight != 1 and config.reward != "match-and-margins":
+            raise ValueError(
+                f"{flag} {weight} weighs the rounds' margins of --reward match-and-margins, not "
+                f"of --reward {config.reward}"
+            )
+    if config.bootstrap_values != "critic" and not config.bootstrap_rounds:
+        raise ValueError(
+            f"--bootstrap-values {config.bootstrap_values} values the ends of bootstrapped "
+            "rounds; add --bootstrap-rounds"
+        )
+    if config.bootstrap_rounds and config.objective != "match":
+        raise ValueError(
+            "--bootstrap-rounds needs --objective match (a round's end is a round episode's "
+            "end); add --no-bootstrap-rounds"
+        )
+    if config.random_score and config.objective != "match":
+        raise ValueError(
+            f"--random-score {config.random_score} needs --objective match (a round is played "
+            "from 0-0); add --random-score 0"
+        )
 
 
 def check_size(config: RunConfig) -> None:
