@@ -833,6 +833,17 @@ BAD_TRAIN_ARGS = {
         ],
         "--margin-weight must be in [0, 18.0], got 19.0",
     ),
+    "a table for rounds that are not bootstrapped": (
+        lambda runs: [
+            *TINY,
+            "--bootstrap-values",
+            "table",
+            "--no-bootstrap-rounds",
+            "--runs-dir",
+            runs,
+        ],
+        "--bootstrap-values table values the ends of bootstrapped rounds; add --bootstrap-rounds",
+    ),
     "an unknown ladder player": (
         lambda runs: [*TINY, "--ladder", "random", "nosuchbot", "--runs-dir", runs],
         "'nosuchbot' is not a player",
