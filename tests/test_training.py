@@ -842,7 +842,21 @@ BAD_TRAIN_ARGS = {
             "--runs-dir",
             runs,
         ],
-        "--bootstrap-values table values the ends of bootstrapped rounds; add --bootstrap-rounds",
+        "--bootstrap-values table values the ends of bootstrapped rounds, which --objective "
+        "match does not have here; add --bootstrap-rounds or --bootstrap-values critic",
+    ),
+    "a table for the round's episodes": (
+        lambda runs: [
+            *TINY,
+            "--objective",
+            "round",
+            "--bootstrap-values",
+            "table",
+            "--runs-dir",
+            runs,
+        ],
+        "which --objective round does not have here; add --objective match or "
+        "--bootstrap-values critic",
     ),
     "an unknown ladder player": (
         lambda runs: [*TINY, "--ladder", "random", "nosuchbot", "--runs-dir", runs],

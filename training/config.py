@@ -197,8 +197,7 @@ class TrainConfig:
     that the agent meets every score. Needs --vec-env batched."""
 
     opponents: OpponentMix = SELF_PLAY
-    """Who the learner plays (see buttonup_env.players.selfplay); by default pure self-play, the
-    learner's own snapshots only."""
+    """Who the learner plays (buttonup_env.players.selfplay); by default its own snapshots."""
     snapshot_every: Interval | None = None
     """Steps between snapshots of the learner added to the opponent pool."""
     eval_every: Interval | None = None
@@ -442,9 +441,11 @@ def check_objective(config: RunConfig) -> None:
                 f"of --reward {config.reward}"
             )
     if config.bootstrap_values != "critic" and not config.bootstrap_rounds:
+        fix = "--bootstrap-rounds" if config.objective == "match" else "--objective match"
         raise ValueError(
             f"--bootstrap-values {config.bootstrap_values} values the ends of bootstrapped "
-            "rounds; add --bootstrap-rounds"
+            f"rounds, which --objective {config.objective} does not have here; add {fix} or "
+            "--bootstrap-values critic"
         )
     if config.bootstrap_rounds and config.objective != "match":
         raise ValueError(
