@@ -62,10 +62,15 @@ def test_the_table_follows_every_round_and_match() -> None:
     assert table.win_probability(14, 0, True) == pytest.approx((1 + table.values[14, 0, 1]) / 2)
 
 
-def test_a_step_below_zero_is_refused() -> None:
+def test_a_step_below_zero_or_an_env_without_matches_is_refused() -> None:
     env = ButtonUpVectorEnv(2, opponent="random", episode="match", truncate_rounds=True)
     with pytest.raises(ValueError, match=r"min_step must be in \(0, 1\], got 0"):
         RoundStartValues(env, min_step=0)
+    rounds = ButtonUpVectorEnv(2, opponent="random", episode="round")
+    with pytest.raises(ValueError, match="got round episodes of ButtonUpVectorEnv"):
+        RoundStartValues(rounds)
+    with pytest.raises(ValueError, match=r"episode='match'\), got list"):
+        RoundStartValues([])  # type: ignore[arg-type]
 
 
 def test_bootstrapped_rounds_are_paid_the_tables_values() -> None:

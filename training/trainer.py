@@ -261,9 +261,9 @@ def learn(
     periodic = Periodic(run, progress, stop, on_eval, team, agree)
     callbacks = [Clock(progress), Schedules(config, progress), periodic]
     if config.bootstrap_rounds:  # first: its rewards are those the rollout buffer is given
-        table = config.bootstrap_values == "table"
-        envs = batched_env(model)
-        callbacks.insert(0, BootstrapTruncated(RoundStartValues(envs) if table and envs else None))
+        envs = batched_env(model)  # bootstrapped rounds need the batched env (check())
+        table = config.bootstrap_values == "table" and envs is not None
+        callbacks.insert(0, BootstrapTruncated(RoundStartValues(envs) if table else None))
     with stop:
         try:
             if model.num_timesteps < config.total_steps:

@@ -33,6 +33,12 @@ class RoundStartValues:
     """
 
     def __init__(self, env: ButtonUpVectorEnv, min_step: float = MIN_STEP) -> None:
+        if not isinstance(env, ButtonUpVectorEnv) or env.episode != "match":
+            raise ValueError(
+                f"env must be a ButtonUpVectorEnv of match episodes (episode='match'), got "
+                f"{env.episode + ' episodes of ' if isinstance(env, ButtonUpVectorEnv) else ''}"
+                f"{type(env).__name__}"
+            )
         if not 0 < min_step <= 1:
             raise ValueError(f"min_step must be in (0, 1], got {min_step}")
         self.env = env
@@ -46,11 +52,11 @@ class RoundStartValues:
     def current(self) -> tuple[np.ndarray, np.ndarray]:
         """Each env's round in play: its start's indices (own points, the opponent's, whether
         the agent starts) and the agent's colour."""
-        batch = self.env._batch
-        agent = batch.agent.copy()
+        env = self.env
+        agent = env._agent.copy()
         rows = np.arange(len(agent))
-        own, other = batch.score[rows, agent], batch.score[rows, 1 - agent]
-        keys = np.stack([own, other, (batch.starter == agent).astype(np.int64)], axis=1)
+        own, other = env._score[rows, agent], env._score[rows, 1 - agent]
+        keys = np.stack([own, other, (env._starter == agent).astype(np.int64)], axis=1)
         return keys.astype(np.int64), agent
 
     def observe(self, ended: np.ndarray, round_points: np.ndarray) -> np.ndarray:

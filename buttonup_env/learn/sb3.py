@@ -216,7 +216,7 @@ class BootstrapTruncated(BaseCallback):
         dones = self.locals["dones"]
         rewards = self.locals["rewards"]
         if self.round_starts is not None:
-            return self._from_table(infos, dones, rewards)
+            return self._from_table(self.round_starts, infos, dones, rewards)
         envs = [
             i
             for i in np.flatnonzero(dones)
@@ -235,12 +235,15 @@ class BootstrapTruncated(BaseCallback):
         return True
 
     def _from_table(
-        self, infos: list[dict[str, Any]], dones: np.ndarray, rewards: np.ndarray
+        self,
+        table: RoundStartValues,
+        infos: list[dict[str, Any]],
+        dones: np.ndarray,
+        rewards: np.ndarray,
     ) -> bool:
-        assert self.round_starts is not None
-        ended = np.flatnonzero(dones)
-        points = [infos[i].get("round_points", {"R": 0, "B": 0}) for i in ended]
-        after = self.round_starts.observe(ended, np.array([[p["R"], p["B"]] for p in points]))
+        ended = np.flatnonzero(dones)  # a round ended each: SB3VecEnv gives its points
+        points = [infos[i]["round_points"] for i in ended]
+        after = table.observe(ended, np.array([[p["R"], p["B"]] for p in points]).reshape(-1, 2))
         for j, i in enumerate(ended):
             if infos[i].get("TimeLimit.truncated", False):
                 rewards[i] += self.model.gamma * after[j]
