@@ -155,7 +155,7 @@ class TrainConfig:
     n_epochs: Annotated[int, Range(1, MAX_EPOCHS)] = 4
     """Passes over each rollout."""
     gamma: float = 1.0
-    """Discount (episodes are one round: at most 8 agent decisions)."""
+    """Discount (1: a round's or a match's result counts alike at each of its moves)."""
     gae_lambda: float = 0.8
     """GAE lambda (1: plain Monte-Carlo returns, the critic only as a baseline; below 1 the
     critic's values of later positions stand in for part of the return)."""
