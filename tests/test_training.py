@@ -482,6 +482,21 @@ def test_a_preset_fills_only_the_settings_left_unset(
     assert mine.opponents == dataclasses.replace(SELF_PLAY, perfect=0.5)
 
 
+def test_the_full_preset_trains_the_match_on_the_wider_network() -> None:
+    """The full preset's match training has hidden layers of 256 (the results log: three seeds
+    each way); the quick preset and the round keep 128 128, the round agent's network; a
+    --hidden given wins over all of them."""
+
+    def hidden(*args: str) -> tuple[int, ...]:
+        return resolve(parse_config(list(args))).hidden
+
+    assert hidden() == (256, 256)
+    assert hidden("--preset", "quick") == hidden("--preset", "smoke") == (128, 128)
+    assert hidden("--objective", "round") == (128, 128)
+    assert hidden("--hidden", "64", "--preset", "full") == (64,)
+    assert hidden("--objective", "round", "--hidden", "32", "32") == (32, 32)
+
+
 def test_a_command_line_resolves_once_into_a_frozen_concrete_run_config() -> None:
     """The command line leaves the preset's fields unset and ``--workers`` maybe auto; what
     training takes is resolved once: every budget a number, the workers counted, frozen."""

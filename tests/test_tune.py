@@ -505,13 +505,14 @@ def test_the_default_space_fits_the_default_training(
     space = search_space.load_space(search_space.DEFAULT_SPACE)
     defaults = search_space.tunable_defaults()
     assert set(space) <= set(defaults)
+    config = tune.TuneConfig(study="default", trials=1)
+    preset = training_script("config").PRESETS[config.preset]  # fills what train.py leaves
     for name, spec in space.items():  # the space is around the defaults: it contains each
+        default = preset[name] if defaults[name] is None else defaults[name]
         if "choices" in spec:
-            default = defaults[name]
             assert (list(default) if isinstance(default, tuple) else default) in spec["choices"]
         else:
-            assert spec["low"] <= defaults[name] <= spec["high"], name
-    config = tune.TuneConfig(study="default", trials=1)
+            assert spec["low"] <= default <= spec["high"], name
     settings = tune.new_settings(config, [])  # checks every bound against train.py
     assert settings["space"] == space and settings["mode"] == "sweep"
 

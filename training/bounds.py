@@ -79,6 +79,11 @@ MAX_ROLLOUT_BYTES = 4 << 30
 Steps = Annotated[int, Range(1, MAX_STEPS)]
 Minutes = Annotated[float, Range(0, MAX_MINUTES)]
 Interval = Annotated[int, Range(MIN_INTERVAL, MAX_STEPS)]
+Hidden = tuple[Annotated[int, Range(1, MAX_WIDTH)], ...]
+"""A network's hidden layer sizes (``--hidden``)."""
+ROUND_HIDDEN = (128, 128)
+"""The hidden layers of round training and of the quick preset (the full preset trains the
+match with 256 256: the results log has the runs)."""
 
 RUN_NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 """A run's folder name: letters, digits, '.', '_' and '-' (not first), at most 128."""
@@ -87,3 +92,5 @@ PLAYER_NAME = r"[\w./\\~+@:=-][\w ./\\~+@:=,-]{0,254}"
 """A ladder player as a config may name it: a bot, a graded bot, a shipped policy or a path,
 in letters, digits, spaces and ``. / \\ ~ + @ : = , - _`` (no control characters: the names
 reach cards and messages)."""
+Ladder = tuple[Annotated[str, Pattern(PLAYER_NAME, "a player's name or path")], ...]
+"""Reference players (``--ladder``)."""

@@ -43,9 +43,10 @@ from training.bounds import (
     MAX_ROLLOUT_BYTES,
     MAX_ROLLOUT_STEPS,
     MAX_THREADS,
-    MAX_WIDTH,
-    PLAYER_NAME,
+    ROUND_HIDDEN,
+    Hidden,
     Interval,
+    Ladder,
     Matches,
     Minutes,
     RunName,
@@ -53,7 +54,7 @@ from training.bounds import (
     Steps,
 )
 from training.distributed import auto_workers
-from training.typed_json import Pattern, Range, check_fields
+from training.typed_json import Range, check_fields
 
 SELF_PLAY = OpponentMix()
 """The default opponents, of every preset: pure self-play. Only the learner's own snapshots
@@ -85,8 +86,8 @@ class TrainConfig:
     preset: Literal["full", "quick", "smoke"] = "full"
     """full: the shipped agent's run (15 minutes); quick: 5 minutes, the README's quick start;
     smoke: seconds, for tests. A preset sets total_steps, minutes, the eval, snapshot and
-    checkpoint intervals and the eval sizes; any of those flags given on the command line
-    (before or after --preset) overrides the preset's value. Every preset trains by pure
+    checkpoint intervals, the eval sizes and --hidden; any of those flags given on the command
+    line (before or after --preset) overrides the preset's value. Every preset trains by pure
     self-play (see --opponents)."""
     total_steps: Steps | None = None
     """Environment steps (agent decisions) to train for (default: from the preset)."""
@@ -120,27 +121,26 @@ class TrainConfig:
     """batched: one ButtonUpVectorEnv stepping all envs with array operations
     (buttonup_env.envs.vector); dummy: ButtonUp-v1 envs one after the other in this process;
     subproc: one process per ButtonUp-v1 env."""
-    hidden: tuple[Annotated[int, Range(1, MAX_WIDTH)], ...] = (128, 128)
-    """Sizes of the per-view hidden layers of actor and critic."""
+    hidden: Hidden | None = None
+    """Sizes of the per-view hidden layers of actor and critic (default: from the preset: 256
+    256 in the full preset, 128 128 in the others and with --objective round)."""
     shared: bool = True
     """Actor and critic share their per-view hidden layers (half the arithmetic of separate
     ones; --no-shared: separate layers)."""
     bfloat16: bool = dataclasses.field(default_factory=fast_bfloat16)
-    """Multiply in bfloat16 in the network's per-view layers (see
-    buttonup_env.learn.nets.RingPolicy). The default is True where the CPU does it in hardware
-    (buttonup_env.learn.nets.fast_bfloat16: there updates run about 1.5 times as fast), False
-    elsewhere (emulated, slower)."""
+    """Multiply in bfloat16 in the per-view layers (buttonup_env.learn.nets.RingPolicy): by
+    default where the CPU does it in hardware (buttonup_env.learn.nets.fast_bfloat16: updates
+    run about 1.5 times as fast), not elsewhere (emulated, slower)."""
     critic: Literal["expected", "pooled"] = "expected"
     """How the critic values a position (buttonup_env.learn.nets.RingViews): expected, the value of
     each move's afterstate (one linear unit on its view's features) weighted by the policy's
     probability of the move; pooled, a linear layer on the mean and the max of the views'
     features (its backward pass makes updates about a third slower)."""
     active_features: bool = True
-    """The first layer reads each view as the list of its active features (at most 11 of an
-    afterstate view's 245 inputs are 1; buttonup_env.learn.active) and adds up their weight rows in
-    float32: the same function as the dense layer with a twentieth of its arithmetic (an
-    update takes about a fifth less time). --no-active-features: the dense layer (in bfloat16
-    with --bfloat16). Exported policies are the same dense layers either way."""
+    """The first layer adds up the weight rows of each view's active features (at most 11 of
+    245 inputs are 1; buttonup_env.learn.active), in float32: the dense layer's function with a
+    twentieth of its arithmetic (updates take a fifth less time). --no-active-features: the
+    dense layer (in bfloat16 with --bfloat16). Exported policies are dense either way."""
     learning_rate: float = 2e-3
     """Adam learning rate at the start of the run, for one worker: with N workers the run
     uses it times the square root of N (training.config.learning_rates)."""
@@ -208,9 +208,7 @@ class TrainConfig:
     """Steps between checkpoints (one is also written on Ctrl-C or kill, and at the end)."""
     final_eval_matches: Matches | None = None
     """Matches against the random bot after training."""
-    ladder: tuple[Annotated[str, Pattern(PLAYER_NAME, "a player's name or path")], ...] = (
-        DEFAULT_LADDER
-    )
+    ladder: Ladder = DEFAULT_LADDER
     """The reference players each periodic evaluation rates the learner against (Elo, the
     random bot at 0; see buttonup_env.players.league)."""
     ladder_matches: Annotated[int, Range(0, MAX_MATCHES)] = 300
@@ -218,21 +216,20 @@ class TrainConfig:
     (0: no rating)."""
     threads: Annotated[int, Range(1, MAX_THREADS)] = 1
     """torch threads of each worker (1: fastest on a shared 2-core machine, where a second
-    thread waits on the other processes more than it helps; at most four times the machine's
-    cores)."""
+    thread waits on the other processes; at most four times the machine's cores)."""
     workers: int | Literal["auto"] = "auto"
     """Processes that train the run together, data-parallel on torch.distributed
-    (docs/training.md): each steps its own n_envs games and takes batch_size samples of its own
-    rollout for each minibatch, as one process would, and the gradients are averaged over the
-    workers before every update (so a run's rollout and minibatch are workers times as large).
-    auto: the physical cores this process may run on, at most 8; 1: one process, without
-    torch.distributed. A run resumes with the workers it was started with."""
+    (docs/training.md): each steps its own n_envs games and minibatches of batch_size, and the
+    gradients are averaged before every update (a run's rollout and minibatch are workers times
+    as large). auto: the physical cores this process may run on, at most 8; 1: one process,
+    without torch.distributed. A run resumes with the workers it was started with."""
     progress: bool = True
     """Show a progress bar."""
 
 
-PRESETS: dict[str, dict[str, float]] = {
+PRESETS: dict[str, dict[str, Any]] = {
     "full": dict(
+        hidden=(256, 256),  # the results log: 0.078 match exploitability (128 128: 0.096)
         total_steps=100_000_000,
         minutes=14.5,
         snapshot_every=500_000,
@@ -242,6 +239,7 @@ PRESETS: dict[str, dict[str, float]] = {
         final_eval_matches=1000,
     ),
     "quick": dict(
+        hidden=ROUND_HIDDEN,
         total_steps=100_000_000,
         minutes=4.5,
         snapshot_every=250_000,
@@ -251,6 +249,7 @@ PRESETS: dict[str, dict[str, float]] = {
         final_eval_matches=200,
     ),
     "smoke": dict(
+        hidden=ROUND_HIDDEN,
         total_steps=4_096,
         minutes=0,
         snapshot_every=2_048,
@@ -287,18 +286,17 @@ class RunConfig(TrainConfig):
     checkpoint_every: Interval
     final_eval_matches: Matches
     workers: Workers
+    hidden: Hidden
     encoding: Literal["match-afterstates", "afterstates", "ring"]
     reward: Literal["match", "match-and-margins", "margin", "sign"]
 
 
 def learning_rates(config: RunConfig) -> tuple[float, float | None]:
     """The learning rate at the start and at the end of the run ``config``: its
-    ``learning_rate`` and ``learning_rate_end`` times the square root of its workers. Each
-    worker adds its rollout to every minibatch, so N workers take steps of N times the
-    samples in 1/N of the updates per step; Adam's square-root scaling rule (Malladi
-    et al., "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms", 2022) takes
-    larger steps for that (the results log, docs/experiments.md, has the screen that chose
-    it)."""
+    ``learning_rate`` and ``learning_rate_end`` times the square root of its workers. N workers
+    take steps of N times the samples in 1/N of the updates; Adam's square-root scaling rule
+    (Malladi et al., "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms", 2022)
+    takes larger steps for that (docs/experiments.md has the screen that chose it)."""
     scale = math.sqrt(config.workers)
     end = config.learning_rate_end
     return config.learning_rate * scale, None if end is None else end * scale
@@ -322,9 +320,9 @@ def preset_values(config: TrainConfig) -> dict[str, Any]:
 def resolve(config: TrainConfig) -> RunConfig:
     """The run that the command line ``config`` asks for: the fields left to the preset
     filled, ``--objective round`` without the match episodes' random scores and bootstrapped
-    rounds, ``workers`` counted (``auto``: :func:`auto_workers`), and every value checked
-    (:func:`check`): ``ValueError`` naming the flag. A command line that resumes a run is not
-    resolved (the run folder has its settings)."""
+    rounds (and on the round's network), ``workers`` counted (``auto``: :func:`auto_workers`),
+    and every value checked (:func:`check`): ``ValueError`` naming the flag. A command line
+    that resumes a run is not resolved (the run folder has its settings)."""
     values = preset_values(config)
     values.pop("resume")
     encoding, reward = OBJECTIVES[config.objective]
@@ -332,6 +330,7 @@ def resolve(config: TrainConfig) -> RunConfig:
     values["reward"] = reward if config.reward == "auto" else config.reward
     if config.objective == "round":  # a round episode has no score to start at, no next round
         values["random_score"], values["bootstrap_rounds"] = 0.0, False
+        values["hidden"] = config.hidden or ROUND_HIDDEN
     workers = values.pop("workers")
     if workers == "auto":
         workers = auto_workers()
