@@ -495,6 +495,8 @@ def test_the_full_preset_trains_the_match_on_the_wider_network() -> None:
     assert hidden("--objective", "round") == (128, 128)
     assert hidden("--hidden", "64", "--preset", "full") == (64,)
     assert hidden("--objective", "round", "--hidden", "32", "32") == (32, 32)
+    with pytest.raises(ValueError, match="--hidden needs 1 to 16 layer sizes, got 0"):
+        hidden("--objective", "round", "--hidden")  # given empty is not left unset
 
 
 def test_a_command_line_resolves_once_into_a_frozen_concrete_run_config() -> None:

@@ -330,7 +330,7 @@ def resolve(config: TrainConfig) -> RunConfig:
     values["reward"] = reward if config.reward == "auto" else config.reward
     if config.objective == "round":  # a round episode has no score to start at, no next round
         values["random_score"], values["bootstrap_rounds"] = 0.0, False
-        values["hidden"] = config.hidden or ROUND_HIDDEN
+        values["hidden"] = ROUND_HIDDEN if config.hidden is None else config.hidden
     workers = values.pop("workers")
     if workers == "auto":
         workers = auto_workers()
