@@ -229,7 +229,7 @@ class TrainConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "full": dict(
-        hidden=(256, 256),  # the results log: match exploitability 0.078 (128 128: 0.096)
+        hidden=(256, 256),  # the match at every score wants the width (the results log)
         total_steps=100_000_000,
         minutes=14.5,
         snapshot_every=500_000,
@@ -239,7 +239,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         final_eval_matches=1000,
     ),
     "quick": dict(
-        hidden=(256, 256),  # the results log: 0.103 (128 128: 0.140)
+        hidden=(256, 256),
         total_steps=100_000_000,
         minutes=4.5,
         snapshot_every=250_000,
