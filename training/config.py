@@ -176,7 +176,7 @@ class TrainConfig:
     start (--bootstrap-values), not the match's result; only a match's last round is paid its
     result, so the rounds' returns carry less of the later rounds' luck (the results log).
     Needs --vec-env batched: --no-bootstrap-rounds for the others."""
-    bootstrap_values: Literal["critic", "table"] = "critic"
+    bootstrap_values: Literal["critic", "table", "scaled-table"] = "critic"
     """What values a bootstrapped round's end: the critic at the next round's start, or a table
     of the match at each round start (score, starter) learnt from the training's own rounds
     (buttonup_env.learn.round_starts; a resumed run learns it again)."""

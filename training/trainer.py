@@ -262,8 +262,9 @@ def learn(
     callbacks = [Clock(progress), Schedules(config, progress), periodic]
     if config.bootstrap_rounds:  # first: its rewards are those the rollout buffer is given
         envs = batched_env(model)  # bootstrapped rounds need the batched env (check())
-        table = config.bootstrap_values == "table" and envs is not None
-        callbacks.insert(0, BootstrapTruncated(RoundStartValues(envs) if table else None))
+        table = config.bootstrap_values != "critic" and envs is not None
+        scale = config.bootstrap_values == "scaled-table"
+        callbacks.insert(0, BootstrapTruncated(RoundStartValues(envs) if table else None, scale))
     with stop:
         try:
             if model.num_timesteps < config.total_steps:

@@ -46,6 +46,10 @@ class RoundStartValues:
         self.min_step = float(min_step)
         self.values = np.zeros((self.target, self.target, 2))
         self.counts = np.zeros((self.target, self.target, 2), dtype=np.int64)
+        self.squares = np.zeros((self.target, self.target, 2))
+        """The running mean of the squared targets: with :attr:`values`, their spread."""
+        self.starts = np.zeros((0, 3), dtype=np.int64)
+        """The starts of the rounds the last :meth:`observe` learnt from."""
         self._keys: np.ndarray | None = None  # (n, 3): each env's round start, as indices
         self._agent: np.ndarray | None = None  # (n,): the agent's colour in that round
 
@@ -67,6 +71,7 @@ class RoundStartValues:
         keys, agent = self.current()
         if self._keys is None:  # the first step: the rounds in play are where we start
             self._keys, self._agent = keys, agent
+            self.starts = keys[np.asarray(ended, dtype=np.int64)]
             return np.zeros(len(ended))
         ended = np.asarray(ended, dtype=np.int64)
         start, colour = self._keys[ended], self._agent[ended]
@@ -81,8 +86,15 @@ class RoundStartValues:
         nxt = keys[ended[going]]
         after[going] = self.values[nxt[:, 0], nxt[:, 1], nxt[:, 2]]
         self._learn(start, after)
-        self._keys, self._agent = keys, agent
+        self._keys, self._agent, self.starts = keys, agent, start
         return after
+
+    def spread(self, starts: np.ndarray, floor: float = 0.05) -> np.ndarray:
+        """The standard deviation of the targets learnt at ``starts`` (``(n, 3)`` indices), at
+        least ``floor``: how much a round's play can swing the match from there."""
+        index = (starts[:, 0], starts[:, 1], starts[:, 2])
+        variance = self.squares[index] - self.values[index] ** 2
+        return np.maximum(np.sqrt(np.maximum(variance, 0.0)), floor)
 
     def _learn(self, start: np.ndarray, after: np.ndarray) -> None:
         """Move each start's value (and its mirror, the opponent's) towards ``after``."""
@@ -92,6 +104,7 @@ class RoundStartValues:
         np.add.at(self.counts, index, 1)
         step = np.maximum(1.0 / self.counts[index], self.min_step)
         np.add.at(self.values, index, step * (targets - self.values[index]))
+        np.add.at(self.squares, index, step * (targets**2 - self.squares[index]))
 
     def win_probability(self, own: int, other: int, starts: bool) -> float:
         """The estimate as a probability of winning the match (for reading it against the

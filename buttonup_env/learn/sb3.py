@@ -207,9 +207,10 @@ class BootstrapTruncated(BaseCallback):
     average over its layouts, instead of by the critic; the table learns from every round.
     """
 
-    def __init__(self, round_starts: RoundStartValues | None = None) -> None:
+    def __init__(self, round_starts: RoundStartValues | None = None, scale: bool = False) -> None:
         super().__init__()
         self.round_starts = round_starts
+        self.scale = scale
 
     def _on_step(self) -> bool:
         infos = self.locals["infos"]
@@ -248,4 +249,8 @@ class BootstrapTruncated(BaseCallback):
             if infos[i].get("TimeLimit.truncated", False):
                 rewards[i] += self.model.gamma * after[j]
                 infos[i]["TimeLimit.truncated"] = False
+        if self.scale and len(ended):
+            starts = table.starts
+            index = (starts[:, 0], starts[:, 1], starts[:, 2])
+            rewards[ended] = (rewards[ended] - table.values[index]) / table.spread(starts)
         return True
