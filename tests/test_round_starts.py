@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch as th
@@ -71,6 +73,8 @@ def test_a_step_below_zero_or_an_env_without_matches_is_refused() -> None:
         RoundStartValues(rounds)
     with pytest.raises(ValueError, match=r"episode='match'\), got list"):
         RoundStartValues([])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="scale=True scales by a table's spreads"):
+        BootstrapTruncated(scale=True)
 
 
 def test_bootstrapped_rounds_are_paid_the_tables_values() -> None:
@@ -110,3 +114,81 @@ def test_bootstrapped_rounds_are_paid_the_tables_values() -> None:
     model.learn(32 * 64, callback=Spy(table))
     assert len(paid) > 100 and np.count_nonzero(paid) > 50
     assert table.counts.sum() > 2 * len(paid)  # the matches' ends count too
+
+
+def test_the_spread_is_the_targets_standard_deviation_with_a_floor() -> None:
+    """A start's spread is the standard deviation of the targets it learnt (their plain mean
+    while it has had fewer than 1,000 of them), and never below the floor."""
+    env = ButtonUpVectorEnv(2, opponent="random", episode="match", truncate_rounds=True)
+    table = RoundStartValues(env)
+    rng = np.random.default_rng(0)
+    targets = rng.choice([-1.0, -0.2, 0.3, 1.0], size=400)
+    starts = np.tile([[3, 5, 1]], (len(targets), 1))
+    for target in targets:  # one at a time, as rounds end
+        table._learn(starts[:1], np.array([target]))
+    assert table.spread(starts[:1])[0] == pytest.approx(np.std(targets), rel=1e-9)
+    assert table.values[3, 5, 1] == pytest.approx(np.mean(targets), rel=1e-9)
+    assert table.spread(np.array([[5, 3, 0]]))[0] == pytest.approx(np.std(targets), rel=1e-9)
+    assert table.spread(np.array([[0, 0, 0]]))[0] == 0.05  # nothing learnt there: the floor
+    table._learn(np.array([[7, 7, 0]] * 3), np.full(3, 0.5))  # no spread at all
+    assert table.spread(np.array([[7, 7, 0]]), floor=0.2)[0] == 0.2
+
+
+def test_random_play_swings_the_match_most_where_it_is_close_to_its_end() -> None:
+    """At 14-14 a round decides the match; at 0-0 it moves it a little: the spreads say so."""
+    table, _ = random_play(600)
+    late = table.spread(np.array([[14, 14, 0], [14, 14, 1]]))
+    early = table.spread(np.array([[0, 0, 0], [0, 0, 1]]))
+    assert (late > 0.8).all() and (early < late / 2).all()
+
+
+def test_scaled_rounds_are_paid_their_result_centred_and_scaled_at_their_start() -> None:
+    """With ``scale``, each round's reward (the table's value of the next start, or the match's
+    result) becomes (reward - its start's mean) / its start's spread, so that every score's
+    rounds count alike; the steps that end no round are left as they are."""
+    th.manual_seed(0)
+    env = ButtonUpVectorEnv(
+        32, opponent="random", episode="match", encoding="match-afterstates", truncate_rounds=True
+    )
+    model = MaskablePPO(
+        RingPolicy,
+        SB3VecEnv(env),
+        n_steps=64,
+        seed=0,
+        device="cpu",
+        policy_kwargs=dict(hidden=(16,)),
+    )
+    table = RoundStartValues(env)
+    paid: list[tuple[float, float]] = []
+
+    class Spy(BootstrapTruncated):
+        def _on_step(self) -> bool:
+            dones, rewards, infos = (
+                self.locals["dones"],
+                self.locals["rewards"],
+                self.locals["infos"],
+            )
+            twin = copy.copy(table)  # the same table, paying the rounds unscaled
+            for name in ("values", "squares", "counts", "_keys", "_agent"):
+                setattr(twin, name, copy.copy(getattr(table, name)))
+            plain, plain_infos = rewards.copy(), [dict(info) for info in infos]
+            before = rewards.copy()
+            unscaled = BootstrapTruncated(twin)
+            unscaled.model = model
+            unscaled._from_table(twin, plain_infos, dones, plain)
+            super()._on_step()
+            assert (rewards[~dones] == before[~dones]).all()
+            ended = np.flatnonzero(dones)
+            if len(ended) and table.counts.sum():
+                np.testing.assert_array_equal(table.starts, twin.starts)
+                mean, spread = table.values[tuple(table.starts.T)], table.spread(table.starts)
+                expected = (plain[ended] - mean) / spread
+                np.testing.assert_allclose(rewards[ended], expected, rtol=1e-5, atol=1e-6)
+                paid.extend(zip(plain[ended].tolist(), rewards[ended].tolist(), strict=True))
+            assert not any(info.get("TimeLimit.truncated") for info in infos)
+            return True
+
+    model.learn(32 * 64, callback=Spy(table, scale=True))
+    plain, scaled = np.array(paid).T
+    assert len(paid) > 100 and np.abs(plain).max() <= 1 + 1e-6  # match values
+    assert np.abs(scaled - plain).max() > 0.1  # and the scaling changed them

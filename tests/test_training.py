@@ -499,6 +499,23 @@ def test_the_presets_train_the_match_on_the_wider_network() -> None:
         hidden("--objective", "round", "--hidden")  # given empty is not left unset
 
 
+def test_bootstrapped_rounds_are_valued_by_the_scaled_table_unless_told() -> None:
+    """Where rounds are bootstrapped, the scaled table values their ends by default (the
+    results log: three seeds each way); without bootstrapped rounds (the round, or
+    --no-bootstrap-rounds) nothing does, so the unused setting reads critic; a value given
+    wins, and one that has no rounds to value is refused."""
+
+    def values(*args: str) -> str:
+        return resolve(parse_config(list(args))).bootstrap_values
+
+    assert values() == values("--preset", "quick") == values("--preset", "smoke") == "scaled-table"
+    assert values("--objective", "round") == values("--no-bootstrap-rounds") == "critic"
+    assert values("--bootstrap-values", "table") == "table"
+    assert values("--bootstrap-values", "critic") == "critic"
+    with pytest.raises(ValueError, match="--bootstrap-values scaled-table values the ends of"):
+        values("--no-bootstrap-rounds", "--bootstrap-values", "scaled-table")
+
+
 def test_a_command_line_resolves_once_into_a_frozen_concrete_run_config() -> None:
     """The command line leaves the preset's fields unset and ``--workers`` maybe auto; what
     training takes is resolved once: every budget a number, the workers counted, frozen."""

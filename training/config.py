@@ -3,15 +3,12 @@ each with its docstring), the presets that fill the budgets left unset, :func:`r
 makes a command line a :class:`RunConfig` (frozen and concrete: every budget set, the workers
 counted) once and checks it, and the policy network a config describes (:func:`make_policy`).
 
-``train.py`` resolves its command line and trains with the result; ``tune.py`` builds its
-trials from it; the run folder saves it (``training/runfolder.py``); the benchmarks measure
-it. Every function below a script's ``main`` takes a :class:`RunConfig`. Change a default here
-and every one of them follows.
+``train.py`` trains with its resolved command line, ``tune.py`` builds trials from it, the run
+folder saves it, the benchmarks measure it: change a default here and every one follows.
 
 Every count and interval carries its bounds in its type (``Annotated[int, Range(1, 100)]``,
-read by :mod:`training.typed_json`): the one declaration holds ``train.py``'s flags, a saved
-``config.json`` and a config built in code (``tune.py``'s trials) alike, each value out of
-bounds refused in one sentence naming it.
+read by :mod:`training.typed_json`): one declaration holds ``train.py``'s flags, a saved
+``config.json`` and ``tune.py``'s trials alike, a value out of bounds refused in one sentence.
 """
 
 from __future__ import annotations
@@ -64,10 +61,9 @@ play; 90% of the time the newest, otherwise an older one by prioritized fictitio
 SOLVER_MIX = OpponentMix(
     snapshots=0.1, perfect=0.8, greedy=0.05, random=0.05, newest=0.5, prioritized=0.0
 )
-"""A mix with the solver: the perfect bot in 80% of the episodes, snapshots in 10%, the
-greedy and random bots in 5% each (each step costs a solver look-up, so it trains slower than
-pure self-play). Pass it weight by weight (``--opponents.perfect 0.8 ...``); the solver still
-never enters the loss or reward."""
+"""A mix with the solver: the perfect bot in 80% of the episodes, snapshots in 10%, the greedy
+and random bots 5% each (slower: a solver look-up a step). Pass it weight by weight
+(``--opponents.perfect 0.8 ...``); the solver still never enters the loss or reward."""
 
 
 OBJECTIVES = {"match": ("match-afterstates", "match"), "round": ("afterstates", "margin")}
@@ -176,10 +172,12 @@ class TrainConfig:
     start (--bootstrap-values), not the match's result; only a match's last round is paid its
     result, so the rounds' returns carry less of the later rounds' luck (the results log).
     Needs --vec-env batched: --no-bootstrap-rounds for the others."""
-    bootstrap_values: Literal["critic", "table", "scaled-table"] = "critic"
-    """What values a bootstrapped round's end: the critic at the next round's start, or a table
-    of the match at each round start (score, starter) learnt from the training's own rounds
-    (buttonup_env.learn.round_starts; a resumed run learns it again)."""
+    bootstrap_values: Literal["critic", "table", "scaled-table"] | None = None
+    """What values a bootstrapped round's end: the critic at the next round's start; a table of
+    the match at each round start (score, starter) learnt from the training's own rounds
+    (buttonup_env.learn.round_starts; a resumed run learns it again); or (scaled-table, the
+    default) that table, each round's result centred and scaled by the mean and spread of those
+    from its start, so that every score's rounds teach alike (the best moves are unchanged)."""
     margin_weight: float = 1.0
     """With --reward match-and-margins: the rounds' margins' weight at the start of the run
     (1: as ButtonUp-v1 pays them, margin / 18; 4: a 4.5-point round counts as the match) ..."""
@@ -287,6 +285,7 @@ class RunConfig(TrainConfig):
     final_eval_matches: Matches
     workers: Workers
     hidden: Hidden
+    bootstrap_values: Literal["critic", "table", "scaled-table"]
     encoding: Literal["match-afterstates", "afterstates", "ring"]
     reward: Literal["match", "match-and-margins", "margin", "sign"]
 
@@ -331,6 +330,8 @@ def resolve(config: TrainConfig) -> RunConfig:
     if config.objective == "round":  # a round episode has no score to start at, no next round
         values["random_score"], values["bootstrap_rounds"] = 0.0, False
         values["hidden"] = ROUND_HIDDEN if config.hidden is None else config.hidden
+    if values["bootstrap_values"] is None:  # unused without bootstrapped rounds
+        values["bootstrap_values"] = "scaled-table" if values["bootstrap_rounds"] else "critic"
     workers = values.pop("workers")
     if workers == "auto":
         workers = auto_workers()

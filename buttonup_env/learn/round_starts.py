@@ -8,7 +8,9 @@ one number per round start (the agent's points, the opponent's, whether the agen
 the agent's expected match result (+1 a win, -1 a loss), learnt by temporal differences from
 the rounds the training plays (each round's value moves towards the next round's, or towards
 the match's result), with the colours swapped for the opponent (self-play is symmetric). No
-solver enters: it is the training's own estimate of the match equity.
+solver enters: it is the training's own estimate of the match equity. It keeps the spread of
+those targets too (:meth:`RoundStartValues.spread`): how much a round from each start swings
+the match, by which a training can scale each round's result.
 """
 
 from __future__ import annotations

@@ -205,10 +205,18 @@ class BootstrapTruncated(BaseCallback):
     With ``round_starts`` (a :class:`~buttonup_env.learn.round_starts.RoundStartValues` of the
     batched env) a truncated round is valued by that table at the next round's start, the
     average over its layouts, instead of by the critic; the table learns from every round.
+    With ``scale`` too, each round's reward (paid at its last step, the only one of a round
+    that pays) becomes ``(reward - mean) / spread`` of the results from the round's start
+    (:meth:`~buttonup_env.learn.round_starts.RoundStartValues.spread`): an affine map of each
+    score's results, so the best moves at every score stay the same, while a round at 0-0,
+    where a point moves the match a little, teaches as much as one at 14-14, where it decides
+    it (per-task return scaling, as PopArt does for many tasks).
     """
 
     def __init__(self, round_starts: RoundStartValues | None = None, scale: bool = False) -> None:
         super().__init__()
+        if scale and round_starts is None:
+            raise ValueError("scale=True scales by a table's spreads: pass round_starts too")
         self.round_starts = round_starts
         self.scale = scale
 
