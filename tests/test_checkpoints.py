@@ -31,6 +31,8 @@ from commands import run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from buttonup_env.learn.round_starts import RoundStartValues
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = [
     "--preset", "smoke",
@@ -305,6 +307,31 @@ STATE_DAMAGE: dict[str, tuple[str, object, str]] = {
         f"{R}.torch_rng is not a generator state that can be restored (Invalid mt19937 state)",
     ),
     "python generator version": (f"{R}.python_rng.version", 2, f"{R}.python_rng.version is 2"),
+    "a table of another kind": (
+        f"{R}.round_starts",
+        [1],
+        f"{R}.round_starts is [1]; it must be a JSON object",
+    ),
+    "a table's value out of range": (
+        f"{R}.round_starts.values.3",
+        2.0,
+        f"{R}.round_starts cannot be restored: the table's values must be from -1 to 1",
+    ),
+    "a table's negative count": (
+        f"{R}.round_starts.counts.0",
+        -1,
+        f"{R}.round_starts cannot be restored: the table's counts must be from 0 to 1e+15",
+    ),
+    "a table's rounds cut short": (
+        f"{R}.round_starts.keys",
+        [0, 0, 0],
+        "the table's keys must be a list of 6 whole numbers",
+    ),
+    "a table's rounds without their colours": (
+        f"{R}.round_starts.agent",
+        None,
+        "the table's keys and agent must be both null or both given",
+    ),
     "env generator state": (
         f"{R}.env.rng.state.state",
         -1,
@@ -437,7 +464,11 @@ def test_the_checks_take_what_training_saved(
     checkpoint = checkpoints.Checkpoints(run).read("latest")
     venv = factories.make_vec_env(run.config, run_dir)
     model = factories.make_model(run.config, venv)
-    checkpoints.Checkpoints(run).load(model, checkpoint)
+    table = training_script("trainer").round_start_values(model, run.config)
+    checkpoints.Checkpoints(run).load(model, checkpoint, round_starts=table)
+    assert checkpoint.progress.resume.round_starts == table.get_state()  # the table is back
+    with pytest.raises(training_script("runfolder").RunFolderError, match="holds a table of"):
+        checkpoints.Checkpoints(run).load(model, checkpoint)  # and is not dropped silently
     assert model.num_timesteps == checkpoint.steps == 256
     assert checkpoint.progress.resume is not None
     saved = saved_tensors(run_dir / "checkpoints" / "latest.pt")
@@ -1084,6 +1115,8 @@ def test_a_fuzzed_resume_point_reads_or_is_refused_in_one_sentence(
             if point is not None:
                 resume.check_resume_point(point, checkpoint.steps, checkpoint.n_updates, state)
                 resume.restore_games(batch_of_run, point, state, "progress.resume")
+                table = RoundStartValues(batch_of_run)
+                resume.restore_table(table, point, state, "progress.resume")
                 for _ in range(3):  # what the env took, it plays on
                     masks = batch_of_run.action_masks()
                     batch_of_run.step(masks.argmax(axis=1))

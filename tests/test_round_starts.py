@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -192,3 +195,66 @@ def test_scaled_rounds_are_paid_their_result_centred_and_scaled_at_their_start()
     plain, scaled = np.array(paid).T
     assert len(paid) > 100 and np.abs(plain).max() <= 1 + 1e-6  # match values
     assert np.abs(scaled - plain).max() > 0.1  # and the scaling changed them
+
+
+def test_a_table_put_back_from_its_state_goes_on_exactly() -> None:
+    """get_state then set_state (through JSON, as a resume point holds it) into a new table
+    of a copy of the env: both tables then learn and pay the same from the same rounds."""
+    env = ButtonUpVectorEnv(
+        16, opponent="random", episode="match", truncate_rounds=True, random_score=0.5
+    )
+    _, info = env.reset(seed=3)
+    table = RoundStartValues(env)
+    rng = np.random.default_rng(3)
+
+    def play(tables: list[RoundStartValues], steps: int) -> list[np.ndarray]:
+        paid = []
+        nonlocal info
+        for _ in range(steps):
+            actions = np.array([rng.choice(np.flatnonzero(m)) for m in info["action_mask"]])
+            _, _, terminated, truncated, info = env.step(actions)
+            ended = np.flatnonzero(terminated | truncated)
+            points = info["round_points"][ended] if len(ended) else np.zeros((0, 2))
+            paid.append(np.stack([t.observe(ended, points) for t in tables]))
+        return paid
+
+    play([table], 200)
+    twin = RoundStartValues(env)
+    twin.set_state(json.loads(json.dumps(table.get_state())))
+    for both in play([table, twin], 200):
+        np.testing.assert_array_equal(both[0], both[1])
+    np.testing.assert_array_equal(table.values, twin.values)
+    np.testing.assert_array_equal(table.squares, twin.squares)
+    assert table.get_state() == twin.get_state()
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda s: s.pop("squares"), "must have the keys"),
+        (lambda s: s.update(values=s["values"][:-1]), "values must be a list of 450 numbers"),
+        (lambda s: s.update(values=[float("nan")] * 450), "values must be from -1 to 1"),
+        (lambda s: s.update(squares=[-0.5] * 450), "squares must be from 0 to 1"),
+        (lambda s: s.update(counts=[0.5] * 450), "counts must be a list of 450 whole numbers"),
+        (lambda s: s.update(counts=[True] * 450), "counts must be a list of 450 whole numbers"),
+        (lambda s: s.update(keys=[15] * 6), "keys must be from 0 to 14"),
+        (lambda s: s.update(keys=[1, 1, 2] * 2), "whether the agent starts as 0 or 1"),
+        (lambda s: s.update(agent=[0, 2]), "agent must be from 0 to 1"),
+        (lambda s: s.update(keys=None), "keys and agent must be both null or both given"),
+    ],
+)
+def test_a_state_that_does_not_fit_the_table_is_refused_in_one_sentence(
+    change: Any, says: str
+) -> None:
+    env = ButtonUpVectorEnv(2, opponent="random", episode="match", truncate_rounds=True)
+    env.reset(seed=0)
+    table = RoundStartValues(env)
+    table.observe(np.zeros(0, dtype=np.int64), np.zeros((0, 2)))  # the rounds in play
+    state = table.get_state()
+    change(state)
+    fresh = RoundStartValues(env)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        fresh.set_state(state)
+    assert fresh.counts.sum() == 0 and fresh._keys is None  # nothing half put back
+    with pytest.raises(ValueError, match=r"must have the keys .*, got list"):
+        fresh.set_state([])

@@ -17,6 +17,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.utils import ConstantSchedule
 from tqdm import tqdm
 
+from buttonup_env.learn.round_starts import RoundStartValues
 from buttonup_env.players.selfplay import SNAPSHOT_GLOB
 from training.checkpoints import Checkpoints, Progress
 from training.config import RunConfig, learning_rates
@@ -234,9 +235,13 @@ class Periodic(BaseCallback):
         on_eval: Callable[[EvalRow], None] | None,
         team: Team,
         agree: Agree | None = None,
+        round_starts: RoundStartValues | None = None,
     ) -> None:
         super().__init__()
         self.run = run
+        self.round_starts = (
+            round_starts  # the table the rounds are valued by: resume points hold it
+        )
         self.config = run.config
         self.progress = progress  # saved in every checkpoint
         self.stop = stop
@@ -287,7 +292,7 @@ class Periodic(BaseCallback):
             p.next_eval = next_multiple(steps, c.eval_every)
             self.evaluate_learner()
         # the last thing before the rollout's first step: where a resumed run starts again
-        p.resume = take_resume_point(self.model)
+        p.resume = take_resume_point(self.model, self.round_starts)
         if steps >= p.next_checkpoint:
             p.next_checkpoint = next_multiple(steps, c.checkpoint_every)
             save_latest(self.model, self.run, p, self.team)

@@ -28,6 +28,7 @@ import torch as th
 
 from buttonup_env.game.files import reason
 from buttonup_env.game.records import shown
+from buttonup_env.learn.round_starts import RoundStartValues
 from training.config import make_policy
 from training.resume import ResumePoint, restore, set_counts, updates_done
 from training.runfolder import (
@@ -179,11 +180,18 @@ class Checkpoints:
             raise RunFolderError(f"{file} is missing (it is written with {weights.name})")
         return read_typed(Checkpoint, parse(self.run.read(file, MAX_JSON_BYTES), file), file)
 
-    def load(self, model: Any, checkpoint: Checkpoint, name: str = "latest", rank: int = 0) -> None:
+    def load(
+        self,
+        model: Any,
+        checkpoint: Checkpoint,
+        name: str = "latest",
+        rank: int = 0,
+        round_starts: RoundStartValues | None = None,
+    ) -> None:
         """Put ``checkpoint`` (``name``'s, read by :meth:`read`) into ``model``, a MaskablePPO
         just made from the run's config for worker ``rank``: the checked weights and optimiser
         state, the steps and updates, and the games and generators of the worker's resume
-        point."""
+        point (and its table, into ``round_starts``, the worker's)."""
         tensors = self.read_tensors(name, checkpoint, model.policy)
         model.policy.load_state_dict(tensors["policy"])
         model.policy.optimizer.load_state_dict(tensors["optimizer"])
@@ -205,7 +213,7 @@ class Checkpoints:
             )
         point = progress.resume if rank == 0 else progress.resume_others[rank - 1]
         field = "progress.resume" if rank == 0 else f"progress.resume_others[{rank - 1}]"
-        restore(model, point, file, field)
+        restore(model, point, file, field, round_starts)
 
     def load_policy(self, name: str) -> tuple[Any, Checkpoint]:
         """The policy of checkpoint ``name`` (the run's network, given the checked weights) and

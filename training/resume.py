@@ -18,6 +18,7 @@ import numpy as np
 import torch as th
 
 from buttonup_env.envs.vector import ButtonUpVectorEnv
+from buttonup_env.learn.round_starts import RoundStartValues
 from training.runfolder import RunFolderError, refused, refused_value
 from training.typed_json import Length, Range
 
@@ -76,8 +77,9 @@ class ResumePoint:
     """What a resumed run needs to go on exactly as this one would from here: taken at a
     rollout's start (the last thing before its first step) with the batched env, whose games
     it holds as ``ButtonUpVectorEnv.get_state`` gives them (the env checks them when they are
-    restored), with SB3's episode starts and the generators torch, numpy and Python draw from
-    (actions, minibatches)."""
+    restored), with SB3's episode starts, the generators torch, numpy and Python draw from
+    (actions, minibatches) and, where the rounds' ends are valued by a table learnt in training,
+    that table (``RoundStartValues.get_state``, checked when it is restored)."""
 
     steps: Count
     n_updates: Count
@@ -86,6 +88,7 @@ class ResumePoint:
     torch_rng: TorchRandomState
     numpy_rng: NumpyGlobalState
     python_rng: PythonRandomState
+    round_starts: dict[str, Any] | None = None
 
 
 # --- SB3's private fields ------------------------------------------------------------------
@@ -108,9 +111,12 @@ def batched_env(model: Any) -> ButtonUpVectorEnv | None:
     return batch if isinstance(batch, ButtonUpVectorEnv) else None
 
 
-def take_resume_point(model: Any) -> ResumePoint | None:
-    """``model``'s (a MaskablePPO at a rollout's start) :class:`ResumePoint`; None with the
-    ``dummy`` and ``subproc`` envs, whose state is not saved."""
+def take_resume_point(
+    model: Any, round_starts: RoundStartValues | None = None
+) -> ResumePoint | None:
+    """``model``'s (a MaskablePPO at a rollout's start) :class:`ResumePoint`, with the table
+    ``round_starts`` its rounds are valued by, if any; None with the ``dummy`` and ``subproc``
+    envs, whose state is not saved."""
     batch = batched_env(model)
     if batch is None:
         return None
@@ -124,13 +130,22 @@ def take_resume_point(model: Any) -> ResumePoint | None:
         torch_rng=TorchRandomState(tuple(th.get_rng_state().tolist())),
         numpy_rng=NumpyGlobalState(name, tuple(keys.tolist()), pos, has_gauss, gauss),
         python_rng=PythonRandomState(version, internal, gauss_next),
+        round_starts=None if round_starts is None else round_starts.get_state(),
     )
 
 
-def restore(model: Any, point: ResumePoint, file: Path, field: str) -> None:
+def restore(
+    model: Any,
+    point: ResumePoint,
+    file: Path,
+    field: str,
+    round_starts: RoundStartValues | None = None,
+) -> None:
     """Put ``model`` (a MaskablePPO with a fresh batched env, just given the weights and
-    counts of the checkpoint ``file``) back at ``point``, read from the checkpoint's
-    ``field``, once it is checked (:func:`check_resume_point`)."""
+    counts of the checkpoint ``file``) and the run's table ``round_starts`` (if its rounds are
+    valued by one) back at ``point``, read from the checkpoint's ``field``, once it is checked
+    (:func:`check_resume_point`). A point without a table (a checkpoint from before tables
+    were saved) leaves the table to learn again."""
     batch = batched_env(model)
     if batch is None:
         raise RunFolderError(
@@ -139,6 +154,7 @@ def restore(model: Any, point: ResumePoint, file: Path, field: str) -> None:
         )
     check_resume_point(point, model.num_timesteps, updates_done(model), file, field)
     restore_games(batch, point, file, field)
+    restore_table(round_starts, point, file, field)
     model._last_obs = batch.observe()
     model._last_episode_starts = np.array(point.episode_starts, dtype=bool)
     th.set_rng_state(point.torch_rng.as_tensor())
@@ -166,6 +182,25 @@ def restore_games(
             f"{field}.episode_starts",
             f"has {len(point.episode_starts)} items; it must have {batch.num_envs}",
         )
+
+
+def restore_table(
+    table: RoundStartValues | None, point: ResumePoint, file: Path | str, field: str
+) -> None:
+    """Put the table of ``point`` back into ``table``;
+    :class:`~training.runfolder.RunFolderError` naming the field where it does not fit."""
+    if point.round_starts is None:
+        return
+    if table is None:
+        raise refused(
+            file,
+            f"{field}.round_starts",
+            "holds a table of round starts, but the run's config.json values no round by one",
+        )
+    try:
+        table.set_state(point.round_starts)
+    except ValueError as error:
+        raise refused(file, f"{field}.round_starts", f"cannot be restored: {error}") from None
 
 
 # --- the checks ----------------------------------------------------------------------------

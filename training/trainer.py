@@ -191,9 +191,10 @@ def train_worker(
     # of its start: the seed is offset by the steps done
     venv = make_vec_env(mine, run.path, mine.seed + (checkpoint.steps if checkpoint else 0))
     model = make_model(mine, venv, tensorboard_log=run.folder("tb") if team.leader else None)
+    table = round_start_values(model, config)
     try:
-        start(model, run, checkpoint, progress, team)
-        finished = learn(model, run, progress, on_eval, team)
+        start(model, run, checkpoint, progress, team, table)
+        finished = learn(model, run, progress, on_eval, team, table)
         if finished and team.leader:
             finish(model, run, progress)
     except KeyboardInterrupt:  # a second Ctrl-C, or one during the export: --resume redoes it
@@ -218,19 +219,30 @@ def train_worker(
     return run.path
 
 
+def round_start_values(model: MaskablePPO, config: RunConfig) -> RoundStartValues | None:
+    """The table of the match at round starts that ``model``'s bootstrapped rounds are valued
+    by (``--bootstrap-values table`` or ``scaled-table``), learnt from its batched env's rounds;
+    None where the critic values them or no round is bootstrapped."""
+    envs = batched_env(model)  # bootstrapped rounds need the batched env (check())
+    if not config.bootstrap_rounds or config.bootstrap_values == "critic" or envs is None:
+        return None
+    return RoundStartValues(envs)
+
+
 def start(
     model: MaskablePPO,
     run: RunFolder,
     checkpoint: Checkpoint | None,
     progress: Progress,
     team: Team,
+    table: RoundStartValues | None = None,
 ) -> None:
     """Set ``model`` off: a new run's first weights (worker 0's) and first snapshot, or the
-    checkpoint of a resumed one; and say so."""
+    checkpoint of a resumed one (and its ``table`` of round starts); and say so."""
     config = run.config
     team.average_gradients(model.policy.parameters())
     if checkpoint is not None:  # the weights, the optimiser, and with the batched env its games
-        Checkpoints(run).load(model, checkpoint, rank=team.rank)
+        Checkpoints(run).load(model, checkpoint, rank=team.rank, round_starts=table)
         team.say(f"resuming {run.path} at step {model.num_timesteps:,} of {config.total_steps:,}")
         return
     team.broadcast_parameters(model.policy)  # worker 0's initial weights
@@ -247,6 +259,7 @@ def learn(
     progress: Progress,
     on_eval: Callable[[EvalRow], None] | None,
     team: Team,
+    table: RoundStartValues | None = None,
 ) -> bool:
     """Train ``model`` until its budget is spent or a stop is asked (Ctrl-C or kill: the update,
     evaluation or checkpoint under way finishes first), then save a checkpoint; return whether
@@ -258,13 +271,11 @@ def learn(
     config = run.config
     stop = StopRequest(quiet=not team.leader)
     agree = Agree(team, config, progress, stop, model.n_envs) if team.together else None
-    periodic = Periodic(run, progress, stop, on_eval, team, agree)
+    periodic = Periodic(run, progress, stop, on_eval, team, agree, table)
     callbacks = [Clock(progress), Schedules(config, progress), periodic]
     if config.bootstrap_rounds:  # first: its rewards are those the rollout buffer is given
-        envs = batched_env(model)  # bootstrapped rounds need the batched env (check())
-        table = config.bootstrap_values != "critic" and envs is not None
-        scale = config.bootstrap_values == "scaled-table"
-        callbacks.insert(0, BootstrapTruncated(RoundStartValues(envs) if table else None, scale))
+        scaled = table is not None and config.bootstrap_values == "scaled-table"
+        callbacks.insert(0, BootstrapTruncated(table, scaled))
     with stop:
         try:
             if model.num_timesteps < config.total_steps:
@@ -275,10 +286,10 @@ def learn(
                     tb_log_name="ppo",
                 )
         except BaseException:  # a second Ctrl-C (maybe mid-update), on_eval's exception, or
-            save_on_exit(model, run, progress, stop.requested, True, team)  # a worker lost
+            save_on_exit(model, run, progress, stop.requested, True, team, table)  # a worker lost
             raise
         requested = stop.requested if agree is None else agree.requested
-        save_on_exit(model, run, progress, requested, False, team)
+        save_on_exit(model, run, progress, requested, False, team, table)
         if periodic.failure is not None:  # on_eval's, held until every worker had stopped
             raise periodic.failure
         if not team.leader:
@@ -300,6 +311,7 @@ def save_on_exit(
     stop_requested: bool,
     broken_off: bool,
     team: Team,
+    table: RoundStartValues | None = None,
 ) -> None:
     """The checkpoint written when ``model.learn`` ends, with the point a resumed run goes on
     from (``progress.resume``, kept by :class:`~training.callbacks.Periodic` at each rollout's
@@ -318,7 +330,7 @@ def save_on_exit(
     if point is None or broken_off:
         progress.resume = None
     elif point.n_updates != updates_done(model):
-        progress.resume = take_resume_point(model)
+        progress.resume = take_resume_point(model, table)
     elif stop_requested:
         model.num_timesteps = point.steps
     else:

@@ -15,6 +15,8 @@ the match, by which a training can scale each round's result.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..envs.vector import ButtonUpVectorEnv
@@ -108,7 +110,66 @@ class RoundStartValues:
         np.add.at(self.values, index, step * (targets - self.values[index]))
         np.add.at(self.squares, index, step * (targets**2 - self.squares[index]))
 
+    def get_state(self) -> dict[str, Any]:
+        """What the table has learnt and the rounds in play that it follows, as lists (JSON
+        ready): :meth:`set_state` of it goes on exactly as this table would (a training's
+        resume point holds it)."""
+        return {
+            "values": self.values.ravel().tolist(),
+            "squares": self.squares.ravel().tolist(),
+            "counts": self.counts.ravel().tolist(),
+            "keys": None if self._keys is None else self._keys.ravel().tolist(),
+            "agent": None if self._agent is None else self._agent.tolist(),
+        }
+
+    def set_state(self, state: object) -> None:
+        """Put back a :meth:`get_state` of a table of this env (its target and envs);
+        ``ValueError`` in one sentence naming the key that does not fit."""
+        keys = ("values", "squares", "counts", "keys", "agent")
+        if not isinstance(state, dict) or set(state) != set(keys):
+            given = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"the table's state must have the keys {list(keys)}, got {given}")
+        size, n, shape = self.values.size, self.env.num_envs, self.values.shape
+        values = _numbers(state, "values", size, -1.0, 1.0).reshape(shape)
+        squares = _numbers(state, "squares", size, 0.0, 1.0).reshape(shape)
+        counts = _numbers(state, "counts", size, 0, 1e15, whole=True).reshape(shape)
+        if (state["keys"] is None) != (state["agent"] is None):
+            raise ValueError("the table's keys and agent must be both null or both given")
+        keys = agent = None
+        if state["keys"] is not None:
+            keys = _numbers(state, "keys", 3 * n, 0, self.target - 1, whole=True).reshape(n, 3)
+            if not np.isin(keys[:, 2], (0, 1)).all():
+                raise ValueError("the table's keys must give whether the agent starts as 0 or 1")
+            agent = _numbers(state, "agent", n, 0, 1, whole=True).astype(np.int64)
+            keys = keys.astype(np.int64)
+        self.values, self.squares, self.counts = values, squares, counts.astype(np.int64)
+        self._keys, self._agent = keys, agent
+
     def win_probability(self, own: int, other: int, starts: bool) -> float:
         """The estimate as a probability of winning the match (for reading it against the
         exact :func:`buttonup_env.game.equity.match_equity`)."""
         return float((1 + self.values[own, other, int(starts)]) / 2)
+
+
+def _numbers(
+    state: dict[str, Any], key: str, size: int, low: float, high: float, whole: bool = False
+) -> np.ndarray:
+    """``state[key]``, a list of ``size`` numbers from ``low`` to ``high`` (whole numbers if
+    ``whole``), as an array; ``ValueError`` naming the key otherwise."""
+    items = state[key]
+    kind = "whole numbers" if whole else "numbers"
+    if (
+        not isinstance(items, list)
+        or len(items) != size
+        or not all(
+            isinstance(x, int if whole else (int, float)) and not isinstance(x, bool) for x in items
+        )
+    ):
+        raise ValueError(f"the table's {key} must be a list of {size} {kind}")
+    array = np.array(items, dtype=np.float64)
+    slack = 0.0 if whole else 1e-9  # running means of targets in range, to the rounding
+    if not (
+        np.isfinite(array).all() and (array >= low - slack).all() and (array <= high + slack).all()
+    ):
+        raise ValueError(f"the table's {key} must be from {low:g} to {high:g}")
+    return array
