@@ -175,7 +175,7 @@ class TrainConfig:
     bootstrap_values: Literal["critic", "table", "scaled-table"] | None = None
     """What values a bootstrapped round's end: the critic at the next round's start; a table of
     the match at each round start (score, starter) learnt from the training's own rounds
-    (buttonup_env.learn.round_starts; a resumed run learns it again); or (scaled-table, the
+    (buttonup_env.learn.round_starts; a resume point holds it); or (scaled-table, the
     default) that table, each round's result centred and scaled by the mean and spread of those
     from its start, so that every score's rounds teach alike (the best moves are unchanged)."""
     margin_weight: float = 1.0
