@@ -239,9 +239,8 @@ class Periodic(BaseCallback):
     ) -> None:
         super().__init__()
         self.run = run
-        self.round_starts = (
-            round_starts  # the table the rounds are valued by: resume points hold it
-        )
+        # the table of round starts that the rounds are valued by: resume points hold it
+        self.round_starts = round_starts
         self.config = run.config
         self.progress = progress  # saved in every checkpoint
         self.stop = stop
