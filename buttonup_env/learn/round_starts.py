@@ -51,7 +51,7 @@ class RoundStartValues:
         self.values = np.zeros((self.target, self.target, 2))
         self.counts = np.zeros((self.target, self.target, 2), dtype=np.int64)
         self.squares = np.zeros((self.target, self.target, 2))
-        """The running mean of the squared targets: with :attr:`values`, their spread."""
+        """The running mean of the squared targets: with ``values``, their spread."""
         self.starts = np.zeros((0, 3), dtype=np.int64)
         """The starts of the rounds the last :meth:`observe` learnt from."""
         self._keys: np.ndarray | None = None  # (n, 3): each env's round start, as indices
