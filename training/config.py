@@ -172,12 +172,12 @@ class TrainConfig:
     start (--bootstrap-values), not the match's result; only a match's last round is paid its
     result, so the rounds' returns carry less of the later rounds' luck (the results log).
     Needs --vec-env batched: --no-bootstrap-rounds for the others."""
-    bootstrap_values: Literal["critic", "table", "scaled-table"] | None = None
+    bootstrap_values: Literal["auto", "critic", "table", "scaled-table"] = "auto"
     """What values a bootstrapped round's end: the critic at the next round's start; a table of
-    the match at each round start (score, starter) learnt from the training's own rounds
-    (buttonup_env.learn.round_starts; a resume point holds it); or (scaled-table, the
-    default) that table, each round's result centred and scaled by the mean and spread of those
-    from its start, so that every score's rounds teach alike (the best moves are unchanged)."""
+    the match at each round start learnt from the training's own rounds (saved with a resume
+    point); scaled-table: that table, each round's result centred and scaled by the mean and
+    spread of those from its start, so every score's rounds teach alike (the best moves
+    unchanged). auto: scaled-table, or critic where no round is bootstrapped."""
     margin_weight: float = 1.0
     """With --reward match-and-margins: the rounds' margins' weight at the start of the run
     (1: as ButtonUp-v1 pays them, margin / 18; 4: a 4.5-point round counts as the match) ..."""
@@ -330,7 +330,7 @@ def resolve(config: TrainConfig) -> RunConfig:
     if config.objective == "round":  # a round episode has no score to start at, no next round
         values["random_score"], values["bootstrap_rounds"] = 0.0, False
         values["hidden"] = ROUND_HIDDEN if config.hidden is None else config.hidden
-    if values["bootstrap_values"] is None:  # unused without bootstrapped rounds
+    if values["bootstrap_values"] == "auto":  # critic: unused without bootstrapped rounds
         values["bootstrap_values"] = "scaled-table" if values["bootstrap_rounds"] else "critic"
     workers = values.pop("workers")
     if workers == "auto":
