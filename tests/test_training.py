@@ -700,18 +700,15 @@ def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path: Path) -> None:
     stopped = tmp_path / "runs" / "stopped"
     steps = interrupt_training(stopped)
     assert steps % 128 == 0, "stopped within a rollout: back to its start"
-    copy = tmp_path / "runs" / "copy"
-    shutil.copytree(stopped, copy)
-    for run_dir in (stopped, copy):
-        done = run(TRAIN, "--resume", run_dir)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert f"resuming {run_dir} at step {steps:,} of 2,048" in done.stdout
-    expected = run_outputs(whole)
-    for run_dir in (stopped, copy):
-        resumed = run_outputs(run_dir)
-        assert resumed.keys() == expected.keys()
-        for key in expected:
-            assert resumed[key] == expected[key], f"{key} differs after the resume at {steps}"
+    moved = tmp_path / "runs" / "moved"  # a run folder resumes wherever it is
+    stopped.rename(moved)
+    done = run(TRAIN, "--resume", moved)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming {moved} at step {steps:,} of 2,048" in done.stdout
+    expected, resumed = run_outputs(whole), run_outputs(moved)
+    assert resumed.keys() == expected.keys()
+    for key in expected:
+        assert resumed[key] == expected[key], f"{key} differs after the resume at {steps}"
 
 
 def test_a_finished_run_resumes_to_its_export(tmp_path: Path) -> None:
@@ -1560,9 +1557,17 @@ def test_evaluate_cli_prints_writes_and_records(tmp_path: Path) -> None:
     assert "20 valid, 0 invalid" in replay.stdout
 
 
+def test_evaluate_cli_refuses_a_best_response_beyond_the_solved_targets() -> None:
+    args = ["--model", "margin", "--opponent", "best-response", "--target", "200"]
+    refused = run(EVALUATE, *args, "--no-progress")
+    assert refused.returncode == 2 and "solved for targets up to 100" in refused.stderr
+
+
+@pytest.mark.slow
 def test_evaluate_cli_measures_both_exploitabilities(tmp_path: Path) -> None:
     """``--opponent best-response``: the margin player gives nothing away in a round and
-    0.0564 of the match to 15; the bots beside it."""
+    0.0564 of the match to 15; the bots beside it (slow: a best response to the random bot
+    visits every branch of every set-up)."""
     figures_file = tmp_path / "figures.json"
     args = ["--model", "margin", "--opponent", "best-response", "--no-progress"]
     done = run(EVALUATE, *args, "--json", figures_file)
@@ -1573,8 +1578,6 @@ def test_evaluate_cli_measures_both_exploitabilities(tmp_path: Path) -> None:
     assert figures["margin"]["match"]["exploitability"] == pytest.approx(0.056387, abs=1e-6)
     assert figures["margin"]["round"]["exploitability"] == pytest.approx(0.0, abs=1e-12)
     assert figures["random"]["match"]["exploitability"] > 0.49
-    refused = run(EVALUATE, *args, "--target", "200")
-    assert refused.returncode == 2 and "solved for targets up to 100" in refused.stderr
 
 
 def test_evaluate_cli_plays_a_graded_bot(tmp_path: Path) -> None:
