@@ -70,11 +70,11 @@ def brute_force_target_one(player: object, player_colour: str) -> dict[str, floa
     chooses one move per position, by a search over the rules engine's positions: at one
     point a round decides unless tied (then the other player starts), so the best response
     plays for the round's sign, and the two starters' probabilities are a 2x2 system."""
-    memo: dict[tuple[tuple[str, ...], str], int] = {}
+    memo: dict[tuple[tuple[str, ...], str, str], int] = {}
     responder = other(player_colour)  # type: ignore[arg-type]
 
     def best(state: State) -> int:
-        key = (state.board, state.to_move)
+        key = (state.board, state.to_move, state.starter)  # a player may see who started
         if key not in memo:
             if state.round_over:
                 strength = state.strength
