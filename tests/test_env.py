@@ -7,8 +7,9 @@ import sys
 import textwrap
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -953,13 +954,18 @@ def test_v1_observes_who_started_the_round_and_v0_does_not() -> None:
         assert info["state"].starter == first
 
 
-def test_a_policy_made_for_v0_still_loads_and_plays() -> None:
-    """The shipped agent reads the afterstates encoding, which its file names: it plays in
-    ButtonUp-v1 (as an opponent, and from the agent's side)."""
+def test_a_policy_made_for_v0_still_loads_and_plays(
+    tmp_path: Path, linear_policy: Callable[[Path, str, int], Path]
+) -> None:
+    """A policy of ButtonUp-v0's afterstates encoding (the round agent shipped before the match
+    agent read it), which its file names, plays in ButtonUp-v1 (as an opponent, and from the
+    agent's side)."""
     from buttonup_env import load_policy
 
-    env = gym.make("ButtonUp-v1", opponent="buttonup-ppo", target=3)
-    policy = load_policy("buttonup-ppo")
+    old = linear_policy(tmp_path / "v0.onnx", "afterstates", 0)
+    env = gym.make("ButtonUp-v1", opponent=str(old), target=3)
+    policy = load_policy(old)
+    assert policy.encoding.name == "afterstates"
     _, info = env.reset(seed=4)
     for _ in range(200):
         state = info["state"]
