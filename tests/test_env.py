@@ -957,9 +957,8 @@ def test_v1_observes_who_started_the_round_and_v0_does_not() -> None:
 def test_a_policy_made_for_v0_still_loads_and_plays(
     tmp_path: Path, linear_policy: Callable[[Path, str, int], Path]
 ) -> None:
-    """A policy of ButtonUp-v0's afterstates encoding (the round agent shipped before the match
-    agent read it), which its file names, plays in ButtonUp-v1 (as an opponent, and from the
-    agent's side)."""
+    """A policy of ButtonUp-v0's afterstates encoding, which its file names, plays in
+    ButtonUp-v1 (as an opponent, and from the agent's side)."""
     from buttonup_env import load_policy
 
     old = linear_policy(tmp_path / "v0.onnx", "afterstates", 0)

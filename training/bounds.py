@@ -71,8 +71,8 @@ MAX_WIDTH = 16_384
 MAX_THREADS = 4 * (os.cpu_count() or 1)
 """The most torch threads: four times this machine's cores (100,000 threads crashed a run)."""
 MAX_PARAMETERS = 50_000_000
-"""The largest network a config may ask for (the shipped agent's has about 50,000
-parameters): a larger one is refused before anything is built."""
+"""The largest network a config may ask for (the shipped agent's exported policy has about
+140,000 parameters): a larger one is refused before anything is built."""
 MAX_ROLLOUT_BYTES = 4 << 30
 """The largest rollout (n_envs x n_steps observations) a config may ask for: 4 GiB."""
 
