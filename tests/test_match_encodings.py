@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from buttonup_env.engine import numba_backend, numpy_backend
 from buttonup_env.engine.numpy_backend import observations
 from buttonup_env.engine.tables import game_tables
 from buttonup_env.game.encoding import ENCODINGS
@@ -50,6 +51,23 @@ def test_the_engine_observes_as_the_encoding(name: str) -> None:
             starter[i : i + 1],
         )[0]
         want = ENCODINGS[name].encode(state, COLORS[own[i]])
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODINGS))
+def test_the_compiled_observations_are_the_numpy_ones(name: str) -> None:
+    """The players' batched observations (the compiled kernel) equal the readable reference's,
+    float for float: every encoding, scores past a small target, views past the legal moves."""
+    tables = game_tables()
+    rng = np.random.default_rng(7)
+    n = 3_000
+    boards = rng.choice(np.flatnonzero(tables.num_legal >= 1), n)
+    own, starter = rng.integers(0, 2, n), rng.integers(0, 2, n)
+    score = rng.integers(0, 25, (n, 2))
+    for target in (3, 15, 24):
+        got = numba_backend.observations(tables, name, boards, own, score, target, starter)
+        want = numpy_backend.observations(tables, name, boards, own, score, target, starter)
+        assert got.dtype == np.float32
         np.testing.assert_array_equal(got, want)
 
 

@@ -44,7 +44,7 @@ from numba import types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 
-from ..game.encoding import BOARD_FEATURES, MAX_LEGAL, STACK_FEATURES
+from ..game.encoding import BOARD_FEATURES, MAX_LEGAL, STACK_FEATURES, TO_GO
 from ..game.rules import LAYOUTS, MAX_ROUND_MARGIN, NUM_SLOTS
 from .batch import BLACK, MAX_PLIES, POLICY, POLICY_MOVE, RED, Status
 from .tables import GameTables
@@ -459,7 +459,8 @@ class View(NamedTuple):
     """What the observation kernel reads for one encoding (see :func:`view`)."""
 
     records: np.ndarray
-    """:func:`observation_records` of the encoding."""
+    """:func:`observation_records` of the encoding (of the one it extends, for a match
+    encoding)."""
     planes: np.ndarray
     """The tables' ``flat_planes``: 27 floats per (side, stack)."""
     num_stacks: int
@@ -468,17 +469,39 @@ class View(NamedTuple):
     """Stacks an observation shows (:data:`PLACES`)."""
     flags: bool
     """The afterstates' two flags follow each view."""
+    match: int
+    """What the encoding sees of the match beyond the score: 0 nothing, :data:`STARTER`
+    whether the player started the round (``match-slots``), :data:`AFTER` the match after each
+    view's move (``match-afterstates``)."""
+    margins: np.ndarray
+    """For :data:`AFTER`, ``(boards, 3)`` int8: Red's margin where view a's move ends the
+    round (0 elsewhere); empty otherwise."""
+
+
+STARTER, AFTER = 1, 2
+""":attr:`View.match`: the encodings that see the match (buttonup_env.game.encoding)."""
+MATCHES = {"match-slots": ("slots", STARTER), "match-afterstates": ("afterstates", AFTER)}
+"""Each match encoding: the encoding it extends, and its :attr:`View.match`."""
 
 
 @functools.lru_cache(maxsize=6)
 def view(tables: GameTables, encoding: str) -> View:
     """The :class:`View` of ``encoding`` (its records built once per process)."""
+    extends, match = MATCHES.get(encoding, (encoding, 0))
+    margins = np.zeros((0, MAX_LEGAL), dtype=np.int8)
+    if match == AFTER:
+        slots = tables.legal_slots.astype(np.int64)
+        child = tables.next_board[np.arange(len(tables.boards))[:, None], np.maximum(slots, 0)]
+        ends = (slots >= 0) & tables.over[np.maximum(child, 0)]
+        margins = np.where(ends, tables.final_margin[np.maximum(child, 0)], 0).astype(np.int8)
     return View(
-        observation_records(tables, encoding),
+        observation_records(tables, extends),
         tables.flat_planes,
         len(tables.stacks),
-        PLACES[encoding],
-        encoding == "afterstates",
+        PLACES[extends],
+        extends == "afterstates",
+        match,
+        np.ascontiguousarray(margins),
     )
 
 
@@ -513,6 +536,9 @@ def _observe(batch, target, view, envs, own, at_envs, out, masks):
                 masks[j, a] = 1 if a < count else 0
     size = BOARD_FEATURES + 2 if flags else BOARD_FEATURES  # floats per view
     gap = size - BOARD_FEATURES  # between the views: the afterstate flags
+    if view.match == AFTER:
+        size += 2 * TO_GO + 1  # and the match after the view's move
+        gap = size - BOARD_FEATURES
     for j in range(n):  # pass 2: the planes, then the scores or the flags
         i = envs[j]
         o = i if at_envs else j
@@ -528,11 +554,45 @@ def _observe(batch, target, view, envs, own, at_envs, out, masks):
             out[o, 243] = min(mine / target, 1.0)
             out[o, 244] = min(theirs / target, 1.0)
             out[o, 245] = 1.0 / target
+            if view.match == STARTER:
+                out[o, 246] = 1.0 if batch.starter[i] == own[j] else 0.0
         elif flags:
             bits = ids[j, places]
             for a in range(MAX_LEGAL):
                 out[o, size * a + 243] = (bits >> (2 * a)) & 1
                 out[o, size * a + 244] = (bits >> (2 * a + 1)) & 1
+            if view.match == AFTER:
+                _match_after(batch, target, view, i, own[j], bits, out[o], size)
+
+
+@numba.njit(inline="always")
+def _match_after(batch, target, view, i, own, bits, row, size):
+    """The match after each legal view's move of game ``i`` (the numpy backend's
+    ``_match_views``) into ``row``: the one-hots of the points to go of ``own`` and of the
+    opponent, and whether ``own`` starts the round that follows (0 for the views past the
+    legal moves)."""
+    b = batch.board[i]
+    count = (view.records[b, view.records.shape[1] - 1] >> NUM_SLOTS) & 3
+    for a in range(MAX_LEGAL):
+        first = size * a + BOARD_FEATURES + 2
+        for f in range(2 * TO_GO + 1):
+            row[first + f] = 0.0
+        if a >= count:
+            continue
+        margin = np.int64(view.margins[b, a])
+        red = batch.score[i, 0] + max(margin, 0)
+        black = batch.score[i, 1] + max(-margin, 0)
+        starts = batch.starter[i]
+        if (bits >> (2 * a + 1)) & 1:  # the move ends the round: the starting rule
+            if red != black:
+                starts = BLACK if red > black else RED
+            else:
+                starts = 1 - starts
+        mine = red if own == RED else black
+        theirs = black if own == RED else red
+        row[first + min(max(target - mine, 0), TO_GO - 1)] = 1.0
+        row[first + TO_GO + min(max(target - theirs, 0), TO_GO - 1)] = 1.0
+        row[first + 2 * TO_GO] = 1.0 if starts == own else 0.0
 
 
 def _masks(boards, records, by_slot, out):

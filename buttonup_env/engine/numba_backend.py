@@ -26,7 +26,7 @@ from ..game.encoding import ENCODINGS, MAX_LEGAL
 from ..game.rules import NUM_SLOTS
 from . import kernels
 from .batch import Batch, Generators, Outcome, Ply, Rules, Status
-from .numpy_backend import MATCH_ENCODINGS, with_match
+from .numpy_backend import MATCH_ENCODINGS
 from .tables import GameTables
 
 _STATUSES = tuple(Status)
@@ -149,15 +149,6 @@ class NumbaBackend:
         out: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         envs, own = _games(envs), _games(own)
-        if encoding in MATCH_ENCODINGS:  # the encoding it extends, compiled, then the match
-            base, masks = self.observe(batch, MATCH_ENCODINGS[encoding], envs, own)
-            boards, score, starter = batch.board[envs], batch.score[envs], batch.starter[envs]
-            t = self.rules.target
-            obs = with_match(self.tables, encoding, base, boards, own, score, starter, t)
-            if out is None:
-                return obs, masks
-            out[envs] = obs
-            return out, masks
         at_envs = out is not None
         if out is None:
             out = np.empty((len(envs), ENCODINGS[encoding].size), dtype=np.float32)
@@ -174,3 +165,37 @@ class NumbaBackend:
         out = np.empty((len(boards), NUM_SLOTS if slots else MAX_LEGAL), np.int8)
         self._masks(_games(boards), self.records, slots, out)
         return out
+
+
+def observations(
+    tables: GameTables,
+    encoding: str,
+    boards: np.ndarray,
+    own: np.ndarray,
+    score: np.ndarray,
+    target: int,
+    starter: np.ndarray | None = None,
+) -> np.ndarray:
+    """The numpy backend's :func:`~buttonup_env.engine.numpy_backend.observations`, the same
+    floats, made by the compiled observation kernel (about three times as fast for the match
+    encodings): for players asked about many positions at once (exploitability, the audit)."""
+    n = len(boards)
+    if starter is None:
+        if encoding in MATCH_ENCODINGS:
+            raise ValueError(f"the {encoding!r} encoding needs who started each round")
+        starter = np.zeros(n, dtype=np.int64)
+    zeros = np.zeros(n, dtype=np.int64)
+    batch = Batch(
+        board=_games(boards),
+        to_move=zeros,
+        agent=zeros,
+        starter=_games(starter),
+        score=np.ascontiguousarray(score, dtype=np.int64).reshape(n, 2),
+        done=np.zeros(n, dtype=bool),
+        opponent=zeros,
+    )
+    out = np.empty((n, ENCODINGS[encoding].size), dtype=np.float32)
+    masks = np.empty((n, ENCODINGS[encoding].actions), dtype=np.int8)
+    view = kernels.view(tables, encoding)
+    kernels.observe(batch, target, view, np.arange(n), _games(own), False, out, masks)
+    return out
