@@ -251,3 +251,54 @@ def test_a_policy_that_sees_the_match_is_asked_at_every_score_and_starter() -> N
     for key, value in one_by_one.wins.items():
         assert batched.wins[key] == pytest.approx(value, abs=1e-12)
     assert batched.questions < one_by_one.questions
+
+
+def _questions(count: int) -> object:
+    """``count`` positions with two legal moves or more, Red to move, at five matches."""
+    from buttonup_env.engine.tables import game_tables
+    from buttonup_env.players.best_response import Questions
+
+    tables = game_tables()
+    rng = np.random.default_rng(5)
+    boards = rng.choice(np.flatnonzero(tables.num_legal >= 2), count)
+    views = np.array([[0, 0, 0], [3, 9, 1], [14, 14, 0], [14, 2, 1], [7, 7, 1]])
+    return Questions(boards, 0, rng.integers(0, len(views), count), views, 15)
+
+
+def test_a_policy_scored_in_threads_gives_what_one_thread_gives(
+    linear_policy: object, tmp_path: object
+) -> None:
+    """Batches scored side by side, one a thread, give the probabilities that one thread gives
+    (each batch into its own rows), for a sampling policy (every probability counts)."""
+    from buttonup_env.engine.tables import game_tables
+    from buttonup_env.players.best_response import PolicyBehaviour
+    from buttonup_env.players.policy import load_policy
+
+    path = linear_policy(tmp_path / "p.onnx", "match-afterstates", 4)  # type: ignore[operator]
+    policy = load_policy(path, deterministic=False)
+    questions = _questions(2_500)
+    one = PolicyBehaviour(policy, game_tables(), batch=96, threads=1)
+    three = PolicyBehaviour(policy, game_tables(), batch=96, threads=3)
+    expected = one.probabilities(questions)  # type: ignore[arg-type]
+    got = three.probabilities(questions)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(got, expected)
+    assert np.allclose(expected.sum(axis=1), 1.0) and (expected > 0).sum() > 5_000
+
+
+def test_a_stopped_group_stops_the_batches_of_every_thread(
+    linear_policy: object, tmp_path: object
+) -> None:
+    """The caller's group goes with the batches to the threads that score them: once it is
+    stopped, none of them runs, and the caller gets the policy's sentence."""
+    from buttonup_env.engine.tables import game_tables
+    from buttonup_env.players import deadline
+    from buttonup_env.players.best_response import PolicyBehaviour
+    from buttonup_env.players.policy import PolicyError, load_policy
+
+    path = linear_policy(tmp_path / "p.onnx", "match-afterstates", 4)  # type: ignore[operator]
+    behaviour = PolicyBehaviour(load_policy(path), game_tables(), batch=50, threads=2)
+    group = deadline.Group()
+    deadline.stop(group)
+    with deadline.within(group), pytest.raises(PolicyError, match="was stopped"):
+        behaviour.probabilities(_questions(500))  # type: ignore[arg-type]
+    assert behaviour.probabilities(_questions(500)).sum() == pytest.approx(500)  # type: ignore[arg-type]

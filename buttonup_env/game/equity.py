@@ -34,6 +34,7 @@ with the square of the target, and targets above :data:`MAX_SOLVED_TARGET` are r
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -109,6 +110,7 @@ class Graph:
         utility: np.ndarray,
         players: Mapping[int, Sequence[np.ndarray]] | None = None,
         slopes: bool = False,
+        scratch: Scratch | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Every node's value for each column of ``utility`` ``(MARGINS, K)``: what a round
         ending with Red's margin ``m`` is worth to Red (row ``m + 18``) in each of ``K`` games.
@@ -118,30 +120,51 @@ class Graph:
         a move the position lacks). Returns the value array and, with ``slopes``, the
         derivative of each value with respect to the tie's utility (row 18) along the line of
         play (the first best move, or the player's mixture).
+
+        With a :class:`Scratch` the arrays returned are its own, overwritten by the next call
+        given it.
         """
         players = {} if players is None else players
         n = self.size
-        values = np.empty((2 * n + MARGINS + 2, utility.shape[1]))
+        k = utility.shape[1]
+
+        def array(name: str, shape: tuple[int, ...]) -> np.ndarray:
+            return np.empty(shape) if scratch is None else scratch.array(name, shape)
+
+        values = array("values", (2 * n + MARGINS + 2, k))
         values[2 * n : 2 * n + MARGINS] = utility
         values[2 * n + MARGINS] = -_NEVER  # a missing move, for Red
         values[2 * n + MARGINS + 1] = _NEVER  # and for Black (finite: its probability is 0)
         ties = None
         if slopes:
-            ties = np.zeros_like(values)
+            ties = array("ties", values.shape)
+            ties[:] = 0.0
             ties[2 * n + _ZERO] = 1.0
+        # the moves' values (and slopes) of a level, gathered into one buffer reused level
+        # after level
+        widest = 3 * k * max((level.hi - level.lo for level in self.levels), default=0)
+        buffer = array("moves", (widest,))
+        slope_buffer = array("slopes", (widest if slopes else 0,))
         for i, level in enumerate(self.levels):
+            shape = (3, level.hi - level.lo, k)
+            size = shape[0] * shape[1] * k
             for colour, sources, best in ((0, level.red, np.max), (1, level.black, np.min)):
-                moves = values.take(sources, axis=0)  # (3, nodes, K)
+                moves = buffer[:size].reshape(shape)
+                np.take(values, sources, axis=0, out=moves, mode="clip")
                 rows = slice(colour * n + level.lo, colour * n + level.hi)
+                if ties is not None:
+                    slope = slope_buffer[:size].reshape(shape)
+                    np.take(ties, sources, axis=0, out=slope, mode="clip")
                 if colour in players:
                     p = players[colour][i]
-                    values[rows] = (p * moves).sum(axis=0)
                     if ties is not None:
-                        ties[rows] = (p * ties.take(sources, axis=0)).sum(axis=0)
+                        np.multiply(p, slope, out=slope)
+                        slope.sum(axis=0, out=ties[rows])
+                    np.multiply(p, moves, out=moves)
+                    moves.sum(axis=0, out=values[rows])
                     continue
                 best(moves, axis=0, out=values[rows])
                 if ties is not None:  # the slope of the first best move
-                    slope = ties.take(sources, axis=0)
                     top = values[rows]
                     ties[rows] = np.where(
                         moves[0] == top, slope[0], np.where(moves[1] == top, slope[1], slope[2])
@@ -152,6 +175,24 @@ class Graph:
         """Each column's mean value over the 1,680 set-ups at the start of a round, for the
         column's starter (``starters``: 0 Red, 1 Black)."""
         raise NotImplementedError
+
+
+class Scratch:
+    """Arrays that :meth:`Graph.solve` fills call after call (its ``scratch``), for a caller
+    that reads each call's values before the next: arrays of this size, freed and made anew
+    at every call, cost more in the system's zeroed pages than in arithmetic."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def array(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """The array ``name`` of ``shape`` (float64, contiguous, its contents left as they
+        were): the first elements of the largest asked for so far under that name."""
+        size = math.prod(shape)
+        kept = self._arrays.get(name)
+        if kept is None or kept.size < size:
+            kept = self._arrays[name] = np.empty(size)
+        return kept[:size].reshape(shape)
 
 
 class RoundGraph(Graph):

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..engine.batch import BOT_KINDS, POLICY
-from ..engine.numpy_backend import bot_moves, match_moves, observations
+from ..engine.numpy_backend import bot_moves, match_moves
 from ..engine.tables import GameTables, game_tables
 from ..game.encoding import Encoding
 from ..game.equity import MAX_SOLVED_TARGET
@@ -168,6 +168,8 @@ class PolicyPlayer:
         """The policy's slots (observations computed from the positions when not given)."""
         obs = at.observations
         if obs is None:
+            from ..engine.numba_backend import observations  # numba only when it is used
+
             t, name = self.tables, self.encoding.name
             obs = observations(t, name, at.boards, at.mover, at.score, at.target, at.starter)
         return choose_together([self], np.array([len(at.boards)]), at.boards, obs)

@@ -29,18 +29,20 @@ from either seat, so one seat is solved; any other player is asked in both.
 from __future__ import annotations
 
 import functools
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..engine.numpy_backend import observations
 from ..engine.tables import BLACK, RED, GameTables, game_tables
 from ..game import equity, solver
 from ..game.equity import MARGINS, TIE_TOLERANCE, Column
 from ..game.rules import COLORS, DEFAULT_TARGET, MAX_ROUND_MARGIN, State
+from . import deadline
 from .bots import GradedBot, GreedyBot, MarginBot, PerfectBot, RandomBot
 
 __all__ = [
@@ -229,6 +231,12 @@ class MatchPerfect:
         return probs
 
 
+def _cores() -> int:
+    """The cores this process may run on, at most 4."""
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    return max(1, min(4, len(cores) if cores else (os.cpu_count() or 1)))
+
+
 @dataclass
 class PolicyBehaviour:
     """An exported policy: its batched inference on the observations of its encoding, the
@@ -238,9 +246,17 @@ class PolicyBehaviour:
     tables: GameTables
     own_side: bool = True
     cheap: bool = False
-    batch: int = 65_536
+    batch: int = 1_024
+    """Positions per call of the policy: onnxruntime scores them fastest in batches whose
+    activations stay in the processor's cache, and small arrays are not page-faulted anew at
+    every call (benchmarks/README.md)."""
+    threads: int = field(default_factory=_cores)
+    """Batches scored at once, one a thread, for a policy whose ``thread_safe`` is true (an
+    ONNX policy: onnxruntime and the observations' compiled kernel let go of Python's lock);
+    by default the cores this process may run on, at most 4."""
     sees_score: bool = field(init=False)
     sees_starter: bool = field(init=False)
+    _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         encoding = self.policy.encoding
@@ -249,37 +265,64 @@ class PolicyBehaviour:
 
     def probabilities(self, questions: Questions) -> np.ndarray:
         out = np.zeros((len(questions), 3))
-        encoding = self.policy.encoding
-        for lo in range(0, len(questions), self.batch):
-            part = slice(lo, lo + self.batch)
-            boards = questions.boards[part]
-            n = len(boards)
-            score = questions.score[part]
-            obs = observations(
-                self.tables,
-                encoding.name,
-                boards,
-                np.full(n, questions.own),
-                score,
-                questions.target,
-                questions.starter[part],
-            )
-            logits = self.policy.logits(obs).astype(np.float64)
-            slots = self.tables.legal_slots[boards].astype(np.int64)
-            legal = slots >= 0
-            if encoding.actions == 3:
-                scores = logits
-            else:
-                scores = np.take_along_axis(logits, np.maximum(slots, 0), axis=1)
-            scores = np.where(legal, scores, -np.inf)
-            if getattr(self.policy, "deterministic", True):
-                probs = np.zeros((n, 3))
-                probs[np.arange(n), np.argmax(scores, axis=1)] = 1.0
-            else:
-                z = np.exp(scores - scores.max(axis=1, keepdims=True))
-                probs = z / z.sum(axis=1, keepdims=True)
-            out[part] = probs
+        score, starter = questions.score, questions.starter  # each computed once
+        starts = range(0, len(questions), self.batch)
+        threads = self.threads if getattr(self.policy, "thread_safe", False) else 1
+        if threads == 1 or len(starts) == 1:
+            for lo in starts:
+                self._score(questions, score, starter, lo, out)
+            return out
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(threads, thread_name_prefix="buttonup-policy")
+        group = deadline.current()  # the caller's runs are stopped together: these too
+
+        def batch(lo: int) -> None:
+            with deadline.within(group):
+                self._score(questions, score, starter, lo, out)
+
+        for _ in self._pool.map(batch, starts):  # raises the first batch's error, if any
+            pass
         return out
+
+    def _score(
+        self,
+        questions: Questions,
+        score: np.ndarray,
+        starter: np.ndarray,
+        lo: int,
+        out: np.ndarray,
+    ) -> None:
+        """The probabilities of the batch of ``questions`` from row ``lo`` into ``out``."""
+        from ..engine.numba_backend import observations  # numba only when it is used
+
+        encoding = self.policy.encoding
+        part = slice(lo, lo + self.batch)
+        boards = questions.boards[part]
+        n = len(boards)
+        obs = observations(
+            self.tables,
+            encoding.name,
+            boards,
+            np.full(n, questions.own),
+            score[part],
+            questions.target,
+            starter[part],
+        )
+        logits = self.policy.logits(obs).astype(np.float64)
+        slots = self.tables.legal_slots[boards].astype(np.int64)
+        legal = slots >= 0
+        if encoding.actions == 3:
+            scores = logits
+        else:
+            scores = np.take_along_axis(logits, np.maximum(slots, 0), axis=1)
+        scores = np.where(legal, scores, -np.inf)
+        if getattr(self.policy, "deterministic", True):
+            probs = np.zeros((n, 3))
+            probs[np.arange(n), np.argmax(scores, axis=1)] = 1.0
+        else:
+            z = np.exp(scores - scores.max(axis=1, keepdims=True))
+            probs = z / z.sum(axis=1, keepdims=True)
+        out[part] = probs
 
 
 @dataclass
@@ -611,12 +654,14 @@ def _seat_table(
     if not player.sees_score and (isinstance(player, RingBot) or player.cheap):
         shared = ask([(0, 0, 0)])
 
+    scratch = equity.Scratch()  # each solve's values are read before the next
+
     def rounds(columns: list[Column]) -> equity.RoundStarts:
         probabilities = ask(columns) if shared is None else shared
         starters = np.array([c[2] for c in columns])
 
         def starts(utility: np.ndarray, slopes: bool) -> tuple[np.ndarray, np.ndarray | None]:
-            values, ties = graph.solve(utility, {seat: probabilities}, slopes)
+            values, ties = graph.solve(utility, {seat: probabilities}, slopes, scratch)
             h = None if ties is None else graph.round_starts(ties, starters)
             return graph.round_starts(values, starters), h
 
@@ -726,6 +771,7 @@ def match_result(first: object, second: object, target: int = DEFAULT_TARGET) ->
         players = board_behaviour(first), board_behaviour(second)
         graph = board_graph()
     wins = []
+    scratch = equity.Scratch()  # each solve's values are read before the next
     for seat in (RED, BLACK):
         asks = (
             _ask_any(players[0], graph, target, seat),
@@ -737,7 +783,7 @@ def match_result(first: object, second: object, target: int = DEFAULT_TARGET) ->
             starters = np.array([c[2] for c in columns])
 
             def starts(utility: np.ndarray, slopes: bool) -> tuple[np.ndarray, np.ndarray | None]:
-                values, ties = graph.solve(utility, both, slopes)
+                values, ties = graph.solve(utility, both, slopes, scratch)
                 h = None if ties is None else graph.round_starts(ties, starters)
                 return graph.round_starts(values, starters), h
 

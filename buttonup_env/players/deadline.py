@@ -166,7 +166,13 @@ def run(session: Any, outputs: list[str], feeds: dict[str, Any], seconds: float)
     return _WATCHDOG.run(session, outputs, feeds, seconds)
 
 
-def within(group: Group) -> contextlib.AbstractContextManager[None]:
+def current() -> Group | None:
+    """The :class:`Group` this thread's runs belong to now (None outside :func:`within`): a
+    computation that hands runs to other threads enters it there too."""
+    return getattr(_WATCHDOG._local, "group", None)
+
+
+def within(group: Group | None) -> contextlib.AbstractContextManager[None]:
     """The runs that this thread starts in this ``with`` block belong to ``group``."""
     return _WATCHDOG.within(group)
 

@@ -211,6 +211,11 @@ class OnnxPolicy(_PolicyPlayer):
     onnxruntime as those same bytes, so the file that runs is the file that was checked.
     """
 
+    thread_safe = True
+    """Calls from several threads may run at once (onnxruntime's session allows it, each
+    with its own run options): the best response and the audit score batches side by
+    side."""
+
     def __init__(self, path: str | Path, deterministic: bool = True) -> None:
         super().__init__(deterministic)
         self.path = Path(path)
