@@ -480,6 +480,8 @@ class View(NamedTuple):
 
 STARTER, AFTER = 1, 2
 """:attr:`View.match`: the encodings that see the match (buttonup_env.game.encoding)."""
+MATCH_FEATURES = 2 * TO_GO + 1
+"""The floats a ``match-afterstates`` view adds to an ``afterstates`` one."""
 MATCHES = {"match-slots": ("slots", STARTER), "match-afterstates": ("afterstates", AFTER)}
 """Each match encoding: the encoding it extends, and its :attr:`View.match`."""
 
@@ -535,11 +537,11 @@ def _observe(batch, target, view, envs, own, at_envs, out, masks):
             for a in range(MAX_LEGAL):
                 masks[j, a] = 1 if a < count else 0
     size = BOARD_FEATURES + 2 if flags else BOARD_FEATURES  # floats per view
-    gap = size - BOARD_FEATURES  # between the views: the afterstate flags
-    if view.match == AFTER:
-        size += 2 * TO_GO + 1  # and the match after the view's move
-        gap = size - BOARD_FEATURES
-    for j in range(n):  # pass 2: the planes, then the scores or the flags
+    match, margins, starter = view.match, view.margins, batch.starter
+    if match == AFTER:
+        size += MATCH_FEATURES  # and the match after the view's move
+    gap = size - BOARD_FEATURES  # between the views: the afterstate flags (and the match)
+    for j in range(n):  # pass 2: the planes, then the scores or the flags (and the match)
         i = envs[j]
         o = i if at_envs else j
         for p in range(places):  # place p % 9 of view p // 9 (for slots: slot p)
@@ -548,51 +550,41 @@ def _observe(batch, target, view, envs, own, at_envs, out, masks):
             for f in range(STACK_FEATURES):
                 out[o, first + f] = planes[plane, f]
         if by_slot:  # own score / target, the opponent's (capped at 1, divided in float64
-            # as ButtonUp-v0 does), 1 / target
+            # as ButtonUp-v0 does), 1 / target; with match-slots, whether own started
             mine = score[i, 0] if own[j] == RED else score[i, 1]
             theirs = score[i, 1] if own[j] == RED else score[i, 0]
             out[o, 243] = min(mine / target, 1.0)
             out[o, 244] = min(theirs / target, 1.0)
             out[o, 245] = 1.0 / target
-            if view.match == STARTER:
-                out[o, 246] = 1.0 if batch.starter[i] == own[j] else 0.0
+            if match == STARTER:
+                out[o, 246] = 1.0 if starter[i] == own[j] else 0.0
         elif flags:
             bits = ids[j, places]
             for a in range(MAX_LEGAL):
                 out[o, size * a + 243] = (bits >> (2 * a)) & 1
                 out[o, size * a + 244] = (bits >> (2 * a + 1)) & 1
-            if view.match == AFTER:
-                _match_after(batch, target, view, i, own[j], bits, out[o], size)
-
-
-@numba.njit(inline="always")
-def _match_after(batch, target, view, i, own, bits, row, size):
-    """The match after each legal view's move of game ``i`` (the numpy backend's
-    ``_match_views``) into ``row``: the one-hots of the points to go of ``own`` and of the
-    opponent, and whether ``own`` starts the round that follows (0 for the views past the
-    legal moves)."""
-    b = batch.board[i]
-    count = (view.records[b, view.records.shape[1] - 1] >> NUM_SLOTS) & 3
-    for a in range(MAX_LEGAL):
-        first = size * a + BOARD_FEATURES + 2
-        for f in range(2 * TO_GO + 1):
-            row[first + f] = 0.0
-        if a >= count:
-            continue
-        margin = np.int64(view.margins[b, a])
-        red = batch.score[i, 0] + max(margin, 0)
-        black = batch.score[i, 1] + max(-margin, 0)
-        starts = batch.starter[i]
-        if (bits >> (2 * a + 1)) & 1:  # the move ends the round: the starting rule
-            if red != black:
-                starts = BLACK if red > black else RED
-            else:
-                starts = 1 - starts
-        mine = red if own == RED else black
-        theirs = black if own == RED else red
-        row[first + min(max(target - mine, 0), TO_GO - 1)] = 1.0
-        row[first + TO_GO + min(max(target - theirs, 0), TO_GO - 1)] = 1.0
-        row[first + 2 * TO_GO] = 1.0 if starts == own else 0.0
+            if match != AFTER:
+                continue
+            # the match after each legal view's move (the numpy backend's with_match): the
+            # one-hots of own points to go and the opponent's, and whether own starts the
+            # round that follows; zeros past the legal moves
+            b = board[i]
+            count = (records[b, width - 1] >> NUM_SLOTS) & 3
+            for a in range(MAX_LEGAL):
+                first = size * a + BOARD_FEATURES + 2
+                for f in range(MATCH_FEATURES):
+                    out[o, first + f] = 0.0
+                if a >= count:
+                    continue
+                margin = np.int64(margins[b, a])
+                red, black = score[i, 0] + max(margin, 0), score[i, 1] + max(-margin, 0)
+                starts = starter[i]
+                if (bits >> (2 * a + 1)) & 1:  # the move ends the round: the starting rule
+                    starts = (BLACK if red > black else RED) if red != black else 1 - starts
+                mine, theirs = (red, black) if own[j] == RED else (black, red)
+                out[o, first + min(max(target - mine, 0), TO_GO - 1)] = 1.0
+                out[o, first + TO_GO + min(max(target - theirs, 0), TO_GO - 1)] = 1.0
+                out[o, first + 2 * TO_GO] = 1.0 if starts == own[j] else 0.0
 
 
 def _masks(boards, records, by_slot, out):
