@@ -105,7 +105,7 @@ def exploitabilities(
     player: OnnxPolicy, out: Path, quiet: bool, measured: dict[str, float]
 ) -> dict[str, object]:
     """The card's exact exploitabilities of the match (``match_exploitability``: 35 s for a
-    policy blind to the score on 2 cores, minutes for one that sees it) and of the
+    policy blind to the score on 2 cores, about two minutes for one that sees it) and of the
     round (``exploitability``: seconds), each with its command; their figures go into
     ``measured``."""
     command = f"python training/evaluate.py --model {out} --opponent best-response"

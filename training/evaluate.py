@@ -42,10 +42,11 @@ there) and, at several scores, the scores of the largest loss; then the ``--wors
 in the rules' notation. ``--json FILE`` writes the same figures (every score's too), and
 ``--plot FILE`` draws them as a PNG picture: at several scores the mean loss by score as a
 heat map beside the loss by move, at one score the loss and the non-optimal choices by move.
-The model's inference is batched. Measured on 2 cores that a training run shared: at 0-0,
-12 s for a policy blind to the score and 15 s for one that sees it (as the shipped agent does);
-``--scores all``, 4 minutes for a blind policy and 42 minutes for one that sees the score,
-which it asks 174 million times, at every score (docs/training.md):
+The model's inference is batched (two batches at once on 2 cores). Measured on 2 cores, wall
+clock with Python's start: at 0-0, 10 s for a policy blind to the score and 12 s for one that
+sees it (as the shipped agent does); ``--scores all``, 4.6 minutes for a blind policy and 18
+minutes for one that sees the score, which it asks 174 million times, at every score
+(docs/training.md):
 
     python training/evaluate.py --model buttonup-ppo --audit --plot audit.png
     python training/evaluate.py --model my-agent.onnx --audit --scores all --json audit.json
