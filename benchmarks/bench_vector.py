@@ -8,9 +8,10 @@ For each batch size, back to back in this process and ``--repeats`` times (media
 reported; the machine is shared and noisy, so ratios measured back to back mean most):
 
 * ``ButtonUpVectorEnv`` (the compiled default, one thread) against the random and against the
-  perfect opponent, observations included (the 246-float ``slots`` encoding); against the
-  random one also counting the time in ``step`` alone (``step only``: the player's time left
-  out), and with ``backend="numpy"``, the reference implementation;
+  perfect opponent, observations included (its default ``match-slots`` encoding, 247 floats);
+  against the random one also counting the time in ``step`` alone (``step only``: the
+  player's time left out), in the encoding training reads (``match-afterstates``, 864
+  floats), and with ``backend="numpy"``, the reference implementation;
 * Gymnasium's ``CartPoleVectorEnv`` (``gym.make_vec("CartPole-v1", vectorization_mode=
   "vector_entry_point")``);
 * ButtonUp-v0 in a ``SyncVectorEnv`` (``vectorization_mode="sync"``), one game at a time
@@ -284,6 +285,10 @@ def main() -> None:
         "ButtonUpVectorEnv, random": (lambda n: ButtonUpVectorEnv(n, opponent="random"), True),
         "ButtonUpVectorEnv, perfect": (lambda n: ButtonUpVectorEnv(n, opponent="perfect"), True),
         STEP_ONLY: (lambda n: ButtonUpVectorEnv(n, opponent="random"), True),
+        "ButtonUpVectorEnv, random, match-afterstates": (
+            lambda n: ButtonUpVectorEnv(n, opponent="random", encoding="match-afterstates"),
+            True,
+        ),
     }
     makers["ButtonUpVectorEnv, random, numpy"] = (
         lambda n: ButtonUpVectorEnv(n, opponent="random", backend="numpy"),
