@@ -470,20 +470,20 @@ class View(NamedTuple):
     flags: bool
     """The afterstates' two flags follow each view."""
     match: int
-    """What the encoding sees of the match beyond the score: 0 nothing, :data:`STARTER`
-    whether the player started the round (``match-slots``), :data:`AFTER` the match after each
+    """What the encoding sees of the match beyond the score: 0 nothing, ``STARTER`` (1)
+    whether the player started the round (``match-slots``), ``AFTER`` (2) the match after each
     view's move (``match-afterstates``)."""
     margins: np.ndarray
-    """For :data:`AFTER`, ``(boards, 3)`` int8: Red's margin where view a's move ends the
-    round (0 elsewhere); empty otherwise."""
+    """For ``AFTER``, ``(boards, 3)`` int8: Red's margin where view a's move ends the round (0
+    elsewhere); empty otherwise."""
 
 
 STARTER, AFTER = 1, 2
-""":attr:`View.match`: the encodings that see the match (buttonup_env.game.encoding)."""
+"""``View.match``: the encodings that see the match (buttonup_env.game.encoding)."""
 MATCH_FEATURES = 2 * TO_GO + 1
 """The floats a ``match-afterstates`` view adds to an ``afterstates`` one."""
 MATCHES = {"match-slots": ("slots", STARTER), "match-afterstates": ("afterstates", AFTER)}
-"""Each match encoding: the encoding it extends, and its :attr:`View.match`."""
+"""Each match encoding: the encoding it extends, and its ``View.match``."""
 
 
 @functools.lru_cache(maxsize=6)
