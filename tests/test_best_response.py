@@ -302,3 +302,16 @@ def test_a_stopped_group_stops_the_batches_of_every_thread(
     with deadline.within(group), pytest.raises(PolicyError, match="was stopped"):
         behaviour.probabilities(_questions(500))  # type: ignore[arg-type]
     assert behaviour.probabilities(_questions(500)).sum() == pytest.approx(500)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("field", "value"), [("batch", 0), ("threads", -1), ("threads", 2.0)])
+def test_a_bad_batch_or_thread_count_is_refused_in_a_sentence(
+    field: str, value: object, linear_policy: object, tmp_path: object
+) -> None:
+    from buttonup_env.engine.tables import game_tables
+    from buttonup_env.players.best_response import PolicyBehaviour
+    from buttonup_env.players.policy import load_policy
+
+    policy = load_policy(linear_policy(tmp_path / "p.onnx", "match-afterstates", 1))  # type: ignore[operator]
+    with pytest.raises(ValueError, match=f"{field}={value!r} is not allowed; use a whole number"):
+        PolicyBehaviour(policy, game_tables(), **{field: value})  # type: ignore[arg-type]

@@ -71,6 +71,12 @@ def test_the_compiled_observations_are_the_numpy_ones(name: str) -> None:
         np.testing.assert_array_equal(got, want)
 
 
+def test_the_compiled_observations_refuse_an_unknown_encoding() -> None:
+    boards = np.zeros(1, dtype=np.int64)
+    with pytest.raises(ValueError, match="encoding='rings' is not one of"):
+        numba_backend.observations(game_tables(), "rings", boards, boards, np.zeros((1, 2)), 15)
+
+
 def test_match_slots_is_slots_and_who_started() -> None:
     state = positions(1, seed=3)[0]
     for own in COLORS:

@@ -179,6 +179,8 @@ def observations(
     """The numpy backend's :func:`~buttonup_env.engine.numpy_backend.observations`, the same
     floats, made by the compiled observation kernel (about three times as fast for the match
     encodings): for players asked about many positions at once (exploitability, the audit)."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding={encoding!r} is not one of {sorted(ENCODINGS)}")
     n = len(boards)
     if starter is None:
         if encoding in MATCH_ENCODINGS:

@@ -259,6 +259,10 @@ class PolicyBehaviour:
     _pool: ThreadPoolExecutor | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        for name in ("batch", "threads"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name}={value!r} is not allowed; use a whole number, 1 or more")
         encoding = self.policy.encoding
         self.sees_score = encoding.sees_score
         self.sees_starter = encoding.sees_starter
