@@ -82,8 +82,8 @@ Interval = Annotated[int, Range(MIN_INTERVAL, MAX_STEPS)]
 Hidden = tuple[Annotated[int, Range(1, MAX_WIDTH)], ...]
 """A network's hidden layer sizes (``--hidden``)."""
 ROUND_HIDDEN = (128, 128)
-"""The hidden layers of round training and of the smoke preset (the full and quick presets
-train the match with 256 256: the results log has the runs)."""
+"""The hidden layers of round training and of the smoke preset (the full preset trains the
+match with 256 256 256, the quick one with 256 256: the results log has the runs)."""
 
 RUN_NAME = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 """A run's folder name: letters, digits, '.', '_' and '-' (not first), at most 128."""

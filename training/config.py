@@ -118,8 +118,8 @@ class TrainConfig:
     (buttonup_env.envs.vector); dummy: ButtonUp-v1 envs one after the other in this process;
     subproc: one process per ButtonUp-v1 env."""
     hidden: Hidden | None = None
-    """Sizes of the per-view hidden layers of actor and critic (default: from the preset: 256
-    256 in the full and quick presets, 128 128 in smoke and with --objective round)."""
+    """Sizes of the per-view hidden layers of actor and critic (default: the preset's: 256 256
+    256 in full, 256 256 in quick, 128 128 in smoke and with --objective round)."""
     shared: bool = True
     """Actor and critic share their per-view hidden layers (half the arithmetic of separate
     ones; --no-shared: separate layers)."""
@@ -227,7 +227,7 @@ class TrainConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "full": dict(
-        hidden=(256, 256),  # the match at every score wants the width (the results log)
+        hidden=(256, 256, 256),  # the match wants the width and a third layer (the results log)
         total_steps=100_000_000,
         minutes=14.5,
         snapshot_every=500_000,
