@@ -484,8 +484,8 @@ def test_a_preset_fills_only_the_settings_left_unset(
 
 def test_the_presets_train_the_match_on_the_wider_network() -> None:
     """The full preset's match training has three hidden layers of 256 and the quick preset's
-    two (the results log: three seeds each way); the smoke preset and the round keep 128 128,
-    the round agent's network; a --hidden given wins over all of them."""
+    two (the results log has the runs); the smoke preset and the round keep 128 128, the
+    round agent's network; a --hidden given wins over all of them."""
 
     def hidden(*args: str) -> tuple[int, ...]:
         return resolve(parse_config(list(args))).hidden
