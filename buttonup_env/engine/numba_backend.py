@@ -179,7 +179,7 @@ def observations(
     """The numpy backend's :func:`~buttonup_env.engine.numpy_backend.observations`, the same
     floats, made by the compiled observation kernel (about three times as fast for the match
     encodings): for players asked about many positions at once (exploitability, the audit)."""
-    if encoding not in ENCODINGS:
+    if not isinstance(encoding, str) or encoding not in ENCODINGS:  # an array has no hash
         raise ValueError(f"encoding={encoding!r} is not one of {sorted(ENCODINGS)}")
     n = len(boards)
     if starter is None:

@@ -41,7 +41,7 @@ import numpy as np
 from ..engine.tables import BLACK, RED, GameTables, game_tables
 from ..game import equity, solver
 from ..game.equity import MARGINS, TIE_TOLERANCE, Column
-from ..game.rules import COLORS, DEFAULT_TARGET, MAX_ROUND_MARGIN, State
+from ..game.rules import COLORS, DEFAULT_TARGET, MAX_ROUND_MARGIN, State, is_whole_number
 from . import deadline
 from .bots import GradedBot, GreedyBot, MarginBot, PerfectBot, RandomBot
 
@@ -261,7 +261,7 @@ class PolicyBehaviour:
     def __post_init__(self) -> None:
         for name in ("batch", "threads"):
             value = getattr(self, name)
-            if type(value) is not int or value < 1:
+            if not is_whole_number(value) or value < 1:
                 raise ValueError(f"{name}={value!r} is not allowed; use a whole number, 1 or more")
         encoding = self.policy.encoding
         self.sees_score = encoding.sees_score
