@@ -42,6 +42,20 @@ def test_the_rules_import_only_the_standard_library() -> None:
     assert imported and not outside, f"the rules import {sorted(outside)}"
 
 
+def test_the_commands_that_judge_policies_start_without_torch() -> None:
+    """evaluate.py, league.py, report.py and match.py read run folders and play policies with
+    onnxruntime: torch (two seconds of imports) and onnx come only with a network to make."""
+    code = (
+        "import sys, training.evaluate, training.league, training.report, training.match; "
+        "print(sorted({'torch', 'onnx', 'stable_baselines3'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", f"imported at start: {done.stdout.strip()}"
+
+
 @pytest.mark.parametrize("layer", LAYERS)
 def test_every_layer_says_its_job_in_a_sentence(layer: str) -> None:
     docstring = ast.get_docstring(ast.parse((PACKAGE / layer / "__init__.py").read_text()))

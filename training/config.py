@@ -2,14 +2,11 @@
 each with its docstring), the presets that fill the budgets left unset, :func:`resolve`, which
 makes a command line a :class:`RunConfig` (frozen and concrete: every budget set, the workers
 counted) once and checks it, and the policy network a config describes (:func:`make_policy`).
-
 ``train.py`` trains with its resolved command line, ``tune.py`` builds trials from it, the run
 folder saves it, the benchmarks measure it: change a default here and every one follows.
-
 Every count and interval carries its bounds in its type (``Annotated[int, Range(1, 100)]``,
 read by :mod:`training.typed_json`): one declaration holds ``train.py``'s flags, a saved
-``config.json`` and ``tune.py``'s trials alike, a value out of bounds refused in one sentence.
-"""
+``config.json`` and ``tune.py``'s trials alike, a value out of bounds refused in one sentence."""
 
 from __future__ import annotations
 
@@ -18,15 +15,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
-import torch as th
 import tyro
 from gymnasium import spaces
 
 from buttonup_env.game.encoding import ENCODINGS
-from buttonup_env.learn.nets import RingPolicy, fast_bfloat16
+from buttonup_env.learn.hardware import fast_bfloat16
 from buttonup_env.players.league import DEFAULT_LADDER, check_ladder
 from buttonup_env.players.selfplay import OpponentMix
 from training.bounds import (
@@ -50,8 +46,10 @@ from training.bounds import (
     Seed,
     Steps,
 )
-from training.distributed import auto_workers
 from training.typed_json import Range, check_fields
+
+if TYPE_CHECKING:  # torch is imported where a network is made: reading settings needs none
+    from buttonup_env.learn.nets import RingPolicy
 
 SELF_PLAY = OpponentMix()
 """The default opponents, of every preset: pure self-play. Only the learner's own snapshots
@@ -102,15 +100,13 @@ class TrainConfig:
 
     objective: Literal["match", "round"] = "match"
     """What the learner plays for. match: the match to 15, the game of the rules (episodes are
-    matches, whose reward is +1 or -1 for the match; what is perfect is perfect play of the
-    match). round: one round from 0-0 (episodes are rounds, paid by --reward; perfect is the
-    margin player's play)."""
+    matches, paid +1 or -1 for the match; perfect is perfect play of the match). round: one
+    round from 0-0 (episodes are rounds, paid by --reward; perfect is the margin player's)."""
     encoding: Literal["auto", "match-afterstates", "afterstates", "ring"] = "auto"
     """What the policy sees (buttonup_env.game.encoding): match-afterstates (the position after
     each legal move and the match after it: each player's points to go and who starts), or,
-    blind to the match, afterstates (the ring after each legal move) or ring (the ring seen
-    from each legal move). auto: match-afterstates for --objective match, afterstates for
-    round."""
+    blind to the match, afterstates (the ring after each legal move) or ring (the ring from
+    each legal move). auto: match-afterstates for --objective match, else afterstates."""
     n_envs: Annotated[int, Range(1, MAX_ENVS)] = 256
     """Environments stepped together."""
     vec_env: Literal["batched", "dummy", "subproc"] = "batched"
@@ -121,11 +117,10 @@ class TrainConfig:
     """Sizes of the per-view hidden layers of actor and critic (default: the preset's: 256 256
     256 in full, 256 256 in quick, 128 128 in smoke and with --objective round)."""
     shared: bool = True
-    """Actor and critic share their per-view hidden layers (half the arithmetic of separate
-    ones; --no-shared: separate layers)."""
+    """Actor and critic share their per-view hidden layers (--no-shared: twice the work)."""
     bfloat16: bool = dataclasses.field(default_factory=fast_bfloat16)
     """Multiply in bfloat16 in the per-view layers (buttonup_env.learn.nets.RingPolicy): by
-    default where the CPU does it in hardware (buttonup_env.learn.nets.fast_bfloat16: updates
+    default where the CPU does it in hardware (buttonup_env.learn.hardware.fast_bfloat16: updates
     run about 1.5 times as fast), not elsewhere (emulated, slower)."""
     critic: Literal["expected", "pooled"] = "expected"
     """How the critic values a position (buttonup_env.learn.nets.RingViews): expected, the value of
@@ -210,8 +205,8 @@ class TrainConfig:
     """The reference players each periodic evaluation rates the learner against (Elo, the
     random bot at 0; see buttonup_env.players.league)."""
     ladder_matches: Annotated[int, Range(0, MAX_MATCHES)] = 300
-    """Matches against the ladder in each periodic evaluation, shared evenly among its players
-    (0: no rating)."""
+    """Matches against the ladder in each periodic evaluation, shared evenly among its
+    players; 0: no rating."""
     threads: Annotated[int, Range(1, MAX_THREADS)] = 1
     """torch threads of each worker (1: fastest on a shared 2-core machine, where a second
     thread waits on the other processes; at most four times the machine's cores)."""
@@ -270,8 +265,7 @@ class RunConfig(TrainConfig):
     every budget and interval that the preset fills set, and ``workers`` a number. A run's
     ``config.json`` holds one, field for field; every function below a script's ``main``
     takes one. (It is a command line too: :func:`training.runfolder.train_flags` writes the
-    flags that give it.)
-    """
+    flags that give it.)"""
 
     total_steps: Steps
     minutes: Minutes
@@ -334,6 +328,8 @@ def resolve(config: TrainConfig) -> RunConfig:
         values["bootstrap_values"] = "scaled-table" if values["bootstrap_rounds"] else "critic"
     workers = values.pop("workers")
     if workers == "auto":
+        from training.distributed import auto_workers  # torch.distributed: only here
+
         workers = auto_workers()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"--workers must be auto or a whole number >= 1, got {workers}")
@@ -470,6 +466,8 @@ def check_size(config: RunConfig) -> None:
             f"--n-envs {config.n_envs} x --n-steps {config.n_steps} would hold {rollout:,} "
             f"bytes of observations, more than the {MAX_ROLLOUT_BYTES:,} a run may ask for"
         )
+    import torch as th  # here, not at the top: reading a config needs no torch
+
     with th.device("meta"):
         parameters = sum(p.numel() for p in make_policy(config).parameters())
     if parameters > MAX_PARAMETERS:
@@ -487,6 +485,8 @@ def make_policy(
     shared layers, bfloat16 products, critic and first layer, and its Adam optimiser. Training
     has MaskablePPO build it with ``lr_schedule`` (train.py's ``make_model``); an export builds
     it alone and loads a checkpoint's weights into it."""
+    from buttonup_env.learn.nets import RingPolicy  # torch: here, not at the top
+
     view = ENCODINGS[config.encoding]
     return RingPolicy(
         spaces.Box(0.0, 1.0, (view.size,), np.float32),

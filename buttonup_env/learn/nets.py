@@ -24,26 +24,11 @@ from torch.nn import functional as F
 
 from ..game.encoding import CHANNELS, MAX_LEGAL
 from .active import END, MAX_ACTIVE, active_features, active_linear
+from .hardware import fast_bfloat16 as fast_bfloat16  # its home before: still importable here
 
 CRITICS = ("expected", "pooled")
 _MASKED = -1e8  # an illegal move's logit, as sb3-contrib's MaskableCategorical sets it
 """How :class:`RingViews` values a position (its ``critic`` argument)."""
-
-
-def fast_bfloat16() -> bool:
-    """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX or AVX512-BF16,
-    read from Linux's ``/proc/cpuinfo``): there ``bfloat16=True`` makes training's updates
-    faster (``benchmarks/README.md``); elsewhere bfloat16 is emulated and slower. False where
-    the flags cannot be read."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"amx_bf16", "avx512_bf16"})
-    except OSError:
-        pass
-    return False
 
 
 def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
