@@ -94,8 +94,8 @@ def brute_force_target_one(player: object, player_colour: str) -> dict[str, floa
     return {"R": w_r, "B": win_b + tie_b * w_r}
 
 
-# slow: 10 s on 2 cores; boards against rings (above) and against OpenSpiel's own best response
-# (test_openspiel.py) stay in the default suite
+# slow: a search of every layout in Python; boards against rings (above) and against OpenSpiel's
+# own best response (test_openspiel.py) stay in the default suite
 @pytest.mark.slow
 def test_boards_against_a_brute_force_for_any_player() -> None:
     """A player known only by ``act``, solved on boards in both seats, against a search of

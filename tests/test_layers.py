@@ -44,7 +44,7 @@ def test_the_rules_import_only_the_standard_library() -> None:
 
 def test_the_commands_that_judge_policies_start_without_torch() -> None:
     """evaluate.py, league.py, report.py and match.py read run folders and play policies with
-    onnxruntime: torch (two seconds of imports) and onnx come only with a network to make."""
+    onnxruntime: torch (seconds of imports) and onnx come only with a network to make."""
     code = (
         "import sys, training.evaluate, training.league, training.report, training.match; "
         "print(sorted({'torch', 'onnx', 'stable_baselines3'} & set(sys.modules)))"

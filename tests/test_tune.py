@@ -771,8 +771,8 @@ def report_run(tmp_path: Path) -> Path:
     return run
 
 
-# slow: 15 to 20 s on 2 cores, the shipped agent measured exactly; the report's path with a
-# stand-in measure stays in the default suite (test_report_measures_the_match_exploitability...)
+# slow: the shipped agent measured exactly; the report's path with a stand-in measure stays in
+# the default suite (test_report_measures_the_match_exploitability_when_asked)
 @pytest.mark.slow
 def test_report_of_run_folders_measures_their_exploitability(
     report: ModuleType, tmp_path: Path

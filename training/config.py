@@ -311,11 +311,11 @@ def preset_values(config: TrainConfig) -> dict[str, Any]:
 
 
 def resolve(config: TrainConfig) -> RunConfig:
-    """The run that the command line ``config`` asks for: the fields left to the preset
-    filled, ``--objective round`` without the match episodes' random scores and bootstrapped
-    rounds (and on the round's network), ``workers`` counted (``auto``: :func:`auto_workers`),
-    and every value checked (:func:`check`): ``ValueError`` naming the flag. A command line
-    that resumes a run is not resolved (the run folder has its settings)."""
+    """The run the command line ``config`` asks for: the preset's fields filled, ``--objective
+    round`` without the match episodes' random scores and bootstrapped rounds (and on the
+    round's network), ``workers`` counted (:func:`training.distributed.auto_workers` for auto),
+    every value checked (:func:`check`): ``ValueError`` naming the flag. A command line that
+    resumes a run is not resolved (the run folder has its settings)."""
     values = preset_values(config)
     values.pop("resume")
     encoding, reward = OBJECTIVES[config.objective]
