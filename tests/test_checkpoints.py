@@ -477,6 +477,25 @@ def test_the_checks_take_what_training_saved(
     venv.close()
 
 
+def test_a_model_without_tensorboard_leaves_nothing_in_the_temporary_directory(
+    run_dir: Path,
+    training_script: Callable[[str], ModuleType],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workers other than worker 0 train without TensorBoard: their learn() writes no empty
+    ``SB3-DATE`` folder into the temporary directory, as SB3's own logger would."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    factories = training_script("factories")
+    config = training_script("runfolder").RunFolder.open(run_dir).config
+    venv = factories.make_vec_env(config, run_dir)
+    model = factories.make_model(config, venv)
+    model.learn(config.n_envs * config.n_steps)
+    venv.close()
+    assert model.num_timesteps == config.n_envs * config.n_steps
+    assert list(tmp_path.iterdir()) == []
+
+
 TENSOR_DAMAGE: dict[str, tuple[Callable[[dict], object], str]] = {
     # name: (the damaged content of latest.pt, from the saved one; what the error says)
     "a layer of another shape": (

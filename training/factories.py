@@ -13,6 +13,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 from sb3_contrib import MaskablePPO
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from buttonup_env.envs.vector import ButtonUpVectorEnv
@@ -122,8 +123,9 @@ def worker_config(config: RunConfig, rank: int) -> RunConfig:
 
 def make_model(config: RunConfig, venv: VecEnv, tensorboard_log: Path | None = None) -> MaskablePPO:
     """A new MaskablePPO with ``config``'s network (made by ``config.make_policy``) and
-    hyperparameters."""
-    return MaskablePPO(
+    hyperparameters, logging to TensorBoard in ``tensorboard_log``, or without it nowhere
+    (left to itself, SB3 makes an empty folder in the temporary directory at every learn)."""
+    model = MaskablePPO(
         lambda observation_space, action_space, lr_schedule: make_policy(config, lr_schedule),
         venv,
         learning_rate=learning_rates(config)[0],
@@ -143,6 +145,9 @@ def make_model(config: RunConfig, venv: VecEnv, tensorboard_log: Path | None = N
         device="cpu",
         tensorboard_log=None if tensorboard_log is None else str(tensorboard_log),
     )
+    if tensorboard_log is None:
+        model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 def write_snapshot(model: MaskablePPO, run_dir: Path, team: Team | None = None) -> Path:

@@ -21,10 +21,12 @@ Several processes train one run together (``--workers``: every core of this mach
 default; ``torchrun -m training.train`` across machines), data-parallel on torch.distributed:
 training/distributed.py. Worker 0 alone writes the run folder and prints.
 
-What the agent learns from: the round margin (own strength minus the opponent's, divided by
-the largest margin, 18) at the end of each one-round episode (``--reward sign``: +1, 0 or -1
-for winning, tying or losing the round). The exact solver never enters the loss or the
-reward; it only judges (the regret figures, and which snapshot is kept as ``best``).
+What the agent learns from: by default the match to 15, +1 or -1 when it ends, each round an
+episode whose return is the value of the next round's start (``--bootstrap-rounds``);
+``--objective round`` learns one round from 0-0, paid its margin (own strength minus the
+opponent's, divided by the largest margin, 18; ``--reward sign``: +1, 0 or -1). The exact
+solver never enters the loss or the reward; it only judges (the regret and exploitability
+figures, and which snapshot is kept as ``best``).
 """
 
 from __future__ import annotations
