@@ -646,8 +646,9 @@ def test_a_run_does_not_train_past_total_steps(tmp_path: Path) -> None:
 def seeded_run(runs: Path, name: str, vec_env: str, seed: int) -> Path:
     """A tiny run of four rollouts (a snapshot, an evaluation and a checkpoint after each)."""
     args = [*TINY, "--total-steps", "512", "--vec-env", vec_env, "--seed", str(seed)]
-    if vec_env != "batched":
+    if vec_env != "batched":  # what only the batched env does, turned off
         args += ["--random-start", "0", "--opponents.prioritized", "0"]
+        args += ["--random-score", "0", "--no-bootstrap-rounds"]
     done = run(TRAIN, *args, "--runs-dir", runs, "--run-name", name)
     assert done.returncode == 0, done.stderr[-3000:]
     return runs / name
@@ -1817,21 +1818,24 @@ def test_evaluate_cli_refuses_an_output_file_it_cannot_write(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_evaluate_cli_best_response_measures_exploitability(tmp_path: Path) -> None:
+    """The perfect bot plays the match perfectly: it gives nothing away in the match, and round
+    points away where the match asks for another move than the round; the random and greedy
+    bots give points away in both."""
     figures_file = tmp_path / "exploit.json"
     args = ["--model", "perfect", "--opponent", "best-response", "--no-progress"]
     done = run(EVALUATE, *args, "--json", figures_file)
     assert done.returncode == 0, done.stderr
-    lines = {line.split(":")[0]: line for line in done.stdout.splitlines() if ": " in line}
-    assert lines["perfect"].startswith("perfect: exploitability: 0.0000 round points per round")
+    assert "perfect: match exploitability: 0.0000 (target 15" in done.stdout
     for bot in ("random", "greedy"):
-        value = float(re.search(r"exploitability: ([\d.]+)", lines[bot])[1])
-        assert value > 1.0, lines[bot]
+        value = re.search(rf"^{bot}: round exploitability: ([\d.]+)", done.stdout, re.M)
+        assert value and float(value[1]) > 1.0, done.stdout
     figures = json.loads(figures_file.read_text())
     assert figures["opponent"] == "best-response"
-    assert figures["perfect"]["exploitability"] == pytest.approx(0.0, abs=1e-12)
-    assert figures["perfect"]["starts"] == 2 * len(LAYOUTS)
-    assert figures["random"]["exploitability"] > 1.0
-    assert figures["greedy"]["exploitability"] > 1.0
+    assert figures["perfect"]["match"]["exploitability"] == pytest.approx(0.0, abs=1e-12)
+    assert figures["perfect"]["round"]["exploitability"] > 0.01
+    assert figures["perfect"]["round"]["starts"] == 2 * len(LAYOUTS)
+    assert figures["random"]["round"]["exploitability"] > 1.0
+    assert figures["greedy"]["round"]["exploitability"] > 1.0
 
 
 def test_the_card_says_which_targets_are_met_and_by_how_much(

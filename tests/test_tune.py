@@ -254,15 +254,19 @@ def tune(training_script: Callable[[str], ModuleType]) -> ModuleType:
 
 @pytest.mark.slow
 def test_a_pruned_trial_stops_its_training_and_resume_goes_on(
-    tune: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tune: ModuleType,
+    training_script: Callable[[str], ModuleType],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
 ) -> None:
     runs, space = tmp_path / "runs", tmp_path / "space.toml"
     space.write_text(TINY_SPACE)
     url = f"sqlite:///{runs / 'optuna.db'}"
     # a pruner that stops every trial at its first evaluation after step 0
-    monkeypatch.setattr(
-        tune, "make_pruner", lambda _: optuna.pruners.ThresholdPruner(upper=0.0, n_warmup_steps=1)
-    )
+    stop_at_once = optuna.pruners.ThresholdPruner(upper=0.0, n_warmup_steps=1)
+    studies = training_script("studies")  # where tune's studies get their pruner
+    monkeypatch.setattr(studies, "make_pruner", lambda _: stop_at_once)
     args = tune_args("cut", runs, "--trials", "1", "--space", str(space), steps=512)
     tune.main([a for a in args if a != "--no-exploitability"])
     out = capsys.readouterr().out
