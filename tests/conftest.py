@@ -36,6 +36,13 @@ def training_script() -> Callable[[str], ModuleType]:
     return lambda name: importlib.import_module(f"training.{name}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sb3_logs_kept_with_the_tests(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The tests' own SB3 models (a user's script, without TensorBoard) log into pytest's
+    temporary folder instead of leaving an empty ``SB3-DATE`` folder each in the system's."""
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
+
+
 @pytest.fixture(autouse=True)
 def no_real_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """SDL's dummy video driver: render_mode="human" windows (check_env makes one in every
