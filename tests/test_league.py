@@ -306,6 +306,7 @@ def synthetic_league(truth: dict[str, float], matches: int, rng: np.random.Gener
     return out
 
 
+@pytest.mark.slow  # 150 leagues fitted
 def test_the_fit_recovers_known_ratings_and_its_intervals_cover_them() -> None:
     """Leagues drawn from known win probabilities: the ratings come back without bias and
     the 95% intervals hold the true ratings about 95% of the time."""

@@ -211,11 +211,12 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
-    """A finished training with the smallest budget (a few seconds), in a new interpreter as a
-    user starts it."""
+    """A finished training with the smallest budget (a few seconds), run in this process as its
+    command line would (train.py in a new interpreter: the signal tests, and the README's
+    command in CI)."""
     runs = tmp_path_factory.mktemp("runs")
     args = [*TINY, "--total-steps", str(TINY_STEPS), "--runs-dir", runs, "--run-name", "tiny"]
-    done = run_process(TRAIN, *args)
+    done = run(TRAIN, *args)
     assert done.returncode == 0, done.stderr[-3000:]
     return runs / "tiny", done
 
@@ -419,42 +420,39 @@ def test_the_first_stop_signal_asks_and_the_second_one_stops_at_once(
 
 
 @pytest.mark.parametrize(
-    ("flag", "rates"),
+    ("flags", "rates", "weights"),
     [  # set at each rollout's start: progress 0, 1/4, 2/4, 3/4 of the run
-        ([], [1e-3, 0.8e-3, 0.6e-3, 0.4e-3]),  # the default: down to 2e-4
-        (["--learning-rate-end", "0"], [1e-3, 0.75e-3, 0.5e-3, 0.25e-3]),
-        (["--learning-rate-end", "None"], [1e-3] * 4),  # a constant rate
+        (  # the default rate: down to 2e-4
+            ["--margin-weight", "2"],
+            [1e-3, 0.8e-3, 0.6e-3, 0.4e-3],
+            [2.0, 1.75, 1.5, 1.25],
+        ),
+        (
+            ["--learning-rate-end", "0", "--margin-weight", "4", "--margin-weight-end", "0"],
+            [1e-3, 0.75e-3, 0.5e-3, 0.25e-3],
+            [4.0, 3.0, 2.0, 1.0],
+        ),
+        (  # a constant rate
+            ["--learning-rate-end", "None", "--margin-weight-end", "0"],
+            [1e-3] * 4,
+            [1.0, 0.75, 0.5, 0.25],
+        ),
     ],
 )
-def test_the_learning_rate_decays_to_its_end(
-    flag: list[str], rates: list[float], tmp_path: Path
+def test_the_learning_rate_and_the_margins_weight_follow_their_schedules(
+    flags: list[str], rates: list[float], weights: list[float], tmp_path: Path
 ) -> None:
-    """The rate falls linearly over the run to --learning-rate-end (2e-4 by default), like the
-    entropy; with None it stays --learning-rate (SB3 logs the rate it used for each update)."""
+    """The learning rate falls linearly over the run to --learning-rate-end (2e-4 by default),
+    like the entropy; with None it stays --learning-rate (SB3 logs the rate it used for each
+    update). With --reward match-and-margins the rounds' margins weigh --margin-weight at the
+    start and --margin-weight-end at the end, linearly between; the envs are told before each
+    rollout."""
     args = [*TINY, "--total-steps", "512", "--learning-rate", "1e-3", "--runs-dir", tmp_path]
-    done = run(TRAIN, *args, *flag, "--run-name", "lr")
+    done = run(TRAIN, *args, "--reward", "match-and-margins", *flags, "--run-name", "s")
     assert done.returncode == 0, done.stderr[-3000:]
-    [events] = scalar_events(tmp_path / "lr", "train/learning_rate")
+    [events] = scalar_events(tmp_path / "s", "train/learning_rate")
     assert [event.value for event in events] == pytest.approx(rates, rel=1e-5)
-
-
-@pytest.mark.parametrize(
-    ("flags", "weights"),
-    [  # set at each rollout's start: progress 0, 1/4, 2/4, 3/4 of the run
-        (["--margin-weight", "4", "--margin-weight-end", "0"], [4.0, 3.0, 2.0, 1.0]),
-        (["--margin-weight-end", "0"], [1.0, 0.75, 0.5, 0.25]),
-        (["--margin-weight", "2"], [2.0, 1.75, 1.5, 1.25]),
-    ],
-)
-def test_the_rounds_margins_weigh_as_scheduled(
-    flags: list[str], weights: list[float], tmp_path: Path
-) -> None:
-    """--reward match-and-margins: the rounds' margins weigh --margin-weight at the start and
-    --margin-weight-end at the end, linearly between; the envs are told before each rollout."""
-    args = [*TINY, "--total-steps", "512", "--reward", "match-and-margins", "--runs-dir", tmp_path]
-    done = run(TRAIN, *args, *flags, "--run-name", "mw")
-    assert done.returncode == 0, done.stderr[-3000:]
-    [events] = scalar_events(tmp_path / "mw", "train/margin_weight")
+    [events] = scalar_events(tmp_path / "s", "train/margin_weight")
     assert [event.value for event in events] == pytest.approx(weights, rel=1e-5)
 
 
@@ -690,6 +688,7 @@ def test_same_seed_same_run_other_seed_other_run(vec_env: str, tmp_path: Path) -
         assert other[key] != first[key], f"{key} is the same with another seed"
 
 
+@pytest.mark.slow  # three trainings; the finished run's resume below stays
 def test_a_resumed_run_ends_as_the_uninterrupted_one(tmp_path: Path) -> None:
     """With the batched env the checkpoint holds the env's state and the generators: a run
     interrupted and resumed trains exactly as one that never stopped."""
@@ -1173,8 +1172,13 @@ def test_export_latest_next_to_the_run_by_default(
     ("script", "args", "fragment"),
     [
         (TRAIN, ["--resume", "/nonexistent/run"], "/nonexistent/run is not a run folder"),
-        (EXPORT, ["/nonexistent/run"], "/nonexistent/run is not a run folder"),
-        (EVALUATE, ["--model", "nosuchbot"], "'nosuchbot'"),
+        pytest.param(
+            EXPORT,
+            ["/nonexistent/run"],
+            "/nonexistent/run is not a run folder",
+            marks=pytest.mark.slow,  # the same refusal path as train's, in one more interpreter
+        ),
+        pytest.param(EVALUATE, ["--model", "nosuchbot"], "'nosuchbot'", marks=pytest.mark.slow),
     ],
     ids=["train", "export", "evaluate"],
 )
@@ -1900,6 +1904,7 @@ def test_the_card_says_which_targets_are_met_and_by_how_much(
     ]
 
 
+@pytest.mark.slow  # two audits of every decision (the audit itself: tests/test_audit.py)
 def test_the_card_audit_at_0_0_or_at_every_score(
     training_script: Callable[[str], ModuleType], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1939,9 +1944,7 @@ def test_the_docs_own_training_script_trains_exports_and_plays(tmp_path: Path) -
     script = re.search(r"```python\n(.*?)```", section, re.S)[1]  # type: ignore[index]
     assert "total_timesteps=200_000" in script and "torch.set_num_threads(1)" in script
     (tmp_path / "my_train.py").write_text(script.replace("200_000", "2_048"), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "my_train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600
-    )
+    done = run(tmp_path / "my_train.py", cwd=tmp_path)  # python my_train.py, in this process
     assert done.returncode == 0, done.stderr[-3000:]
     # no exploitability: a policy that sees the score takes a minute (the CLI's test has it)
     done = run(EXPORT, tmp_path / "my_ppo.zip", "--trusted", "--random-matches", "4",

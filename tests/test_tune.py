@@ -827,6 +827,7 @@ def rated_run(folder: Path, linear_policy: Callable) -> Path:
     return run
 
 
+@pytest.mark.slow  # ladder matches for three snapshots and the reference rating
 def test_report_rates_a_runs_snapshots_against_the_ladder(
     report: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linear_policy: Callable
 ) -> None:

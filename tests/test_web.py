@@ -541,6 +541,7 @@ async def _play_through(client: Any, seed: int) -> tuple[str, dict[str, Any]]:
     return game_id, state
 
 
+@pytest.mark.slow  # a load test
 def test_200_concurrent_games_are_neither_lost_nor_mixed_up() -> None:
     app = create_app(offer([]), max_games_per_client=200)  # one client plays them all
 

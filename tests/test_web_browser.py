@@ -3,7 +3,8 @@
 Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package; without them
 the tests are skipped with a line saying how to install them (under CI they fail instead, so
 that CI cannot pass without running them). ``BUTTONUP_WEB_SCREENSHOT=docs/images/web.png``
-saves the README's picture of the page; otherwise it goes to pytest's temporary folder.
+saves the README's picture of the page; otherwise it goes to pytest's temporary folder. A
+browser takes seconds a test: they are slow tests (``python -m pytest -m slow``, and CI).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi", reason="the web app needs the web extra: pip install -e '.[web]'")
+
+pytestmark = pytest.mark.slow
 
 INSTALL = (
     "no headless Chromium: apt-get install chromium chromium-driver, and pip install selenium "
