@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from buttonup_env.engine.tables import game_tables
 from buttonup_env.game.equity import match_move_values
 from buttonup_env.game.rules import State, parse_board
-from buttonup_env.players.audit import KINDS, audit, reachable_decisions
+from buttonup_env.players.audit import KINDS, Audit, audit, reachable_decisions
 from buttonup_env.players.bots import MarginBot, PerfectBot, RandomBot
 
 
@@ -31,10 +32,18 @@ def test_perfect_play_of_the_match_makes_no_match_mistake() -> None:
     assert found.total.wrong_round > 0  # it gives round points away where the match asks
 
 
-def test_the_margin_player_errs_only_where_the_match_asks_for_another_move() -> None:
+@pytest.fixture(scope="module")
+def margin_at_0_0() -> Audit:
+    """The margin player's audit at 0-0 (a few seconds: made once)."""
+    return audit(MarginBot())
+
+
+def test_the_margin_player_errs_only_where_the_match_asks_for_another_move(
+    margin_at_0_0: Audit,
+) -> None:
     """The issue's figure: the margin player loses 0.000027 of winning probability per real
     choice at 0-0, and never a round point."""
-    found = audit(MarginBot())
+    found = margin_at_0_0
     assert found.total.mean_loss == pytest.approx(0.000027, abs=5e-7)
     assert found.total.wrong_round == 0
     agree, differ = (found.by_kind[kind] for kind in KINDS)
@@ -120,8 +129,8 @@ def test_the_figures_as_data_and_the_summary_by_score() -> None:
     assert "worst:" in summary and found.worst[0].line() in summary
 
 
-def test_one_score_and_no_worst_decision_summarise_in_fewer_lines() -> None:
-    found = audit(MarginBot(), worst=0)
+def test_one_score_and_no_worst_decision_summarise_in_fewer_lines(margin_at_0_0: Audit) -> None:
+    found = dataclasses.replace(margin_at_0_0, worst=[])  # as audit(..., worst=0) leaves it
     summary = found.summary()
     assert summary.startswith("audit at 0-0 (target 15, both starters each): ")
     assert "by score" not in summary  # one score: nothing to compare

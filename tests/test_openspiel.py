@@ -526,7 +526,14 @@ def test_python_best_response_agrees_with_the_cpp_one() -> None:
     assert nash_conv / 2 == pytest.approx(exploitability.exploitability(game, policy))
 
 
-@pytest.mark.parametrize("opponent", ["random", "greedy", "perfect", "perfect-0.3", "buttonup-ppo"])
+@pytest.mark.parametrize(  # a bot and a policy; every bot under -m slow
+    "opponent",
+    [
+        "random",
+        *(pytest.param(b, marks=pytest.mark.slow) for b in ("greedy", "perfect", "perfect-0.3")),
+        "buttonup-ppo",
+    ],
+)
 def test_mcts_plays_whole_matches_against_the_bots(opponent: str) -> None:
     game = load(target=3)
     rng = np.random.RandomState(0)

@@ -153,7 +153,10 @@ def test_positions_cover_both_colours_and_many_layouts() -> None:
     assert Counter(len(state.legal_moves()) for state in positions).keys() == {1, 2, 3}
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize(  # untrained weights of a network also trained here: slow
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n.endswith("-fresh") else n for n in MODELS],
+)
 def test_onnx_export_plays_like_the_sb3_model(
     name: str, exported: Callable[[str], tuple[MaskablePPO, Path]]
 ) -> None:

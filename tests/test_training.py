@@ -432,10 +432,11 @@ def test_the_first_stop_signal_asks_and_the_second_one_stops_at_once(
             [1e-3, 0.75e-3, 0.5e-3, 0.25e-3],
             [4.0, 3.0, 2.0, 1.0],
         ),
-        (  # a constant rate
+        pytest.param(  # a constant rate
             ["--learning-rate-end", "None", "--margin-weight-end", "0"],
             [1e-3] * 4,
             [1.0, 0.75, 0.5, 0.25],
+            marks=pytest.mark.slow,  # one more training
         ),
     ],
 )

@@ -497,7 +497,11 @@ print("Stopped.", flush=True)
 """
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+@pytest.mark.parametrize(  # Ctrl-C's; kill's takes the same path (slow)
+    "signal_number",
+    [pytest.param(signal.SIGTERM, marks=pytest.mark.slow), signal.SIGINT],
+    ids=["TERM", "INT"],
+)
 def test_a_signal_stops_the_server_while_a_player_thinks(signal_number: int) -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", SLOW_SERVER],
