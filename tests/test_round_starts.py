@@ -57,12 +57,16 @@ def random_play(steps: int, seed: int = 0) -> tuple[RoundStartValues, dict[str, 
 def test_the_table_follows_every_round_and_match() -> None:
     """Each round's end is valued at the next round's start (its score the old one plus the
     round's margin) or at the match's result; the opponent's view is the agent's negated; and
-    what it learns reads like a match: the leader ahead, 0-0 even."""
+    what it learns reads like a match: the leader ahead, 0-0 even, and never the leader
+    starting (no match reaches that start)."""
     table, seen = random_play(1200)
     assert seen["rounds"] > 5000 and seen["matches"] > 2000
     mirrored = -table.values.transpose(1, 0, 2)[:, :, ::-1]
     np.testing.assert_allclose(table.values, mirrored, atol=1e-9)
-    assert table.values[14, :5].mean() > 0.5 and table.values[:5, 14].mean() < -0.5
+    assert table.values[14, :5, 0].mean() > 0.5 and table.values[:5, 14, 1].mean() < -0.5
+    own, other = np.indices(table.counts.shape[:2])
+    assert table.counts[own > other, 1].sum() == 0 and table.counts[own < other, 0].sum() == 0
+    assert table.counts[own < other, 1].all() and table.counts[own == other].sum() > 0
     assert abs(table.values[0, 0, 0]) < 0.1
     assert table.win_probability(14, 0, True) == pytest.approx((1 + table.values[14, 0, 1]) / 2)
 

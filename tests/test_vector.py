@@ -822,14 +822,21 @@ def test_the_match_perfect_bot_refuses_an_unsolved_target_in_a_batch() -> None:
 
 
 def test_random_scores_start_matches_at_every_score() -> None:
-    """With random_score, a share of the matches start at a score drawn uniformly among those
-    below the target, and play on to the target by the rules; without it, at 0-0."""
+    """With random_score, a share of the matches start at a score drawn below the target,
+    the starter holding the fewer points as the starting rule has it, and play on to the
+    target by the rules; without it, at 0-0."""
     env = ButtonUpVectorEnv(4000, random_score=0.5, target=4, backend="numpy")
     env.reset(seed=7)
     scores = [tuple(s) for s in env._score.tolist()]
     at_zero = scores.count((0, 0)) / len(scores)
     assert 0.5 < at_zero < 0.56  # half drawn, 1 in 16 of those 0-0 too: 0.53
     assert set(scores) == {(r, b) for r in range(4) for b in range(4)}
+    starter = env._batch.starter
+    own, other = env._score[np.arange(4000), starter], env._score[np.arange(4000), 1 - starter]
+    assert (own <= other).all()  # no match reaches a score where the leader starts
+    for colour in (0, 1):  # either colour starts on equal points, and each leads elsewhere
+        assert ((own == other) & (starter == colour)).any()
+        assert ((own < other) & (starter == colour)).any()
     assert all(s.score_pair in scores for s in env.states()[:50])
     check_batch(16, 40, seed=2, random_score=1.0, target=3)  # the rules engine agrees
     check_batch(16, 40, seed=3, random_score=0.5, random_start=0.5, target=4)  # and both

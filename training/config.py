@@ -186,8 +186,8 @@ class TrainConfig:
     positions off the usual paths. Needs --vec-env batched."""
     random_score: float = 0.5
     """With --objective match (--objective round turns it off): probability that a training
-    match starts at a score drawn uniformly below the target (each player 0 to 14 points), so
-    that the agent meets every score. Needs --vec-env batched."""
+    match starts at a score drawn below the target (0 to 14 points each, the starter's the
+    fewer, as in a match), so that the agent meets every score. Needs --vec-env batched."""
 
     opponents: OpponentMix = SELF_PLAY
     """Who the learner plays (buttonup_env.players.selfplay); by default its own snapshots."""

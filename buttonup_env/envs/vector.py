@@ -217,9 +217,11 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
       a time limit's end is bootstrapped, instead of waiting for the match's result; the match's
       last round is terminated as before.
     * ``random_score`` (default 0, for training; needs ``episode="match"``): the probability
-      that a match starts at a score drawn uniformly among those below the target (each
-      player's points 0 to target - 1), so that the agent meets every score, not only those
-      its matches reach. 0 is ButtonUp-v1's game.
+      that a match starts at a score drawn below the target (each player's points 0 to
+      target - 1), so that the agent meets every score, not only those its matches reach. The
+      first round's starter has the fewer points, as the starting rule has it after a round
+      (on equal points either starts): a match reaches no other score and starter. 0 is
+      ButtonUp-v1's game.
     * ``backend``: ``"numba"`` (default, compiled) or ``"numpy"`` (the reference). Both give
       the same games, observations and generator states for the same seed, on one thread: to
       use more cores, step a batch in each of several processes.
@@ -488,11 +490,15 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
 
     def _random_scores(self, idx: np.ndarray) -> None:
         """With probability ``random_score``, a match in ``idx`` starts at a score drawn
-        uniformly among those below the target (from the batch's own generator, after the
-        opponents: the same draws for both backends)."""
+        uniformly among those below the target that its round's starter can start at: the
+        two points drawn, the fewer are the starter's (the starting rule; the starter and any
+        random moves are already played). From the batch's own generator, after the
+        opponents: the same draws for both backends."""
         rng, target = self._rng, self.target
         drawn = idx[rng.random(len(idx)) < self.random_score]
-        self._batch.score[drawn] = rng.integers(0, target, size=(len(drawn), 2))
+        points = np.sort(rng.integers(0, target, size=(len(drawn), 2)), axis=1)
+        starts = self._batch.starter[drawn] == RED
+        self._batch.score[drawn] = np.where(starts[:, None], points, points[:, ::-1])
 
     def _play_moves(self, count: int, out: Outcome) -> None:
         """Play the engine's current ply of ``count`` envs; tell the pool how its rounds
