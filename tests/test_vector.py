@@ -834,7 +834,7 @@ def test_random_scores_start_matches_at_every_score() -> None:
     starter = env._batch.starter
     own, other = env._score[np.arange(4000), starter], env._score[np.arange(4000), 1 - starter]
     assert (own <= other).all()  # no match reaches a score where the leader starts
-    for colour in (0, 1):  # either colour starts on equal points, and each leads elsewhere
+    for colour in (0, 1):  # each colour starts on equal points, and each starts behind
         assert ((own == other) & (starter == colour)).any()
         assert ((own < other) & (starter == colour)).any()
     assert all(s.score_pair in scores for s in env.states()[:50])

@@ -489,11 +489,10 @@ class ButtonUpVectorEnv(gym.vector.VectorEnv):
             self._random_scores(idx)
 
     def _random_scores(self, idx: np.ndarray) -> None:
-        """With probability ``random_score``, a match in ``idx`` starts at a score drawn
-        uniformly among those below the target that its round's starter can start at: the
-        two points drawn, the fewer are the starter's (the starting rule; the starter and any
-        random moves are already played). From the batch's own generator, after the
-        opponents: the same draws for both backends."""
+        """With probability ``random_score``, a match in ``idx`` starts at a score below the
+        target: two points drawn uniformly, the fewer given to the round's starter (the
+        starting rule; the starter and any random moves are already played). From the batch's
+        own generator, after the opponents: the same draws for both backends."""
         rng, target = self._rng, self.target
         drawn = idx[rng.random(len(idx)) < self.random_score]
         points = np.sort(rng.integers(0, target, size=(len(drawn), 2)), axis=1)
