@@ -51,9 +51,12 @@ def test_a_round_objective_is_the_margin_player() -> None:
 
 @pytest.mark.parametrize(  # a bot of each kind of move; the others under -m slow
     "name",
-    ["random", *(pytest.param(b, marks=pytest.mark.slow) for b in ("greedy", "margin")), "perfect",
-     pytest.param("perfect-0.25", marks=pytest.mark.slow)],
-)  # fmt: skip
+    [
+        "random",
+        *(pytest.param(b, marks=pytest.mark.slow) for b in ("greedy", "margin", "perfect-0.25")),
+        "perfect",
+    ],
+)
 def test_rings_and_boards_agree(name: str) -> None:
     """Bots are solved on rings; on the rules engine's boards (where policies are solved)
     the figure is the same."""
