@@ -796,6 +796,8 @@ WRITTEN = (
     "best.onnx",
     "final.json",
     "final.onnx",
+    "averaged.json",
+    "averaged.onnx",
     "latest.json",
     "latest.onnx",
     "eval.jsonl",

@@ -25,8 +25,10 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 from commands import run, run_process
+from onnx import numpy_helper
 from sb3_files import UNSUPPORTED, near_tie, random_positions, sb3_choices, unsupported_zip
 
 from buttonup_env.game.rules import LAYOUTS, State
@@ -54,6 +56,7 @@ TINY = [
     "--batch-size", "64",
     "--hidden", "32", "32",
     "--snapshot-every", "128",
+    "--average-last", "0.5",
     "--eval-every", "128",
     "--checkpoint-every", "128",
     "--eval-matches", "2",
@@ -62,7 +65,8 @@ TINY = [
     "--no-progress",
 ]  # fmt: skip
 """The smallest training that still reaches every stage: two rollouts, a snapshot, an
-evaluation and a checkpoint at every rollout, the final export."""
+evaluation and a checkpoint at every rollout, the final export (its averaged policy of the
+second half's snapshot and the last weights)."""
 
 
 def one_error_line(done: subprocess.CompletedProcess) -> str:
@@ -196,6 +200,27 @@ def check_finished_run(run_dir: Path, total_steps: int, final_eval_matches: int)
     load_policy(run_dir / "best.onnx")
     for bot in ("random", "perfect"):  # the lowest-regret checkpoint is judged too
         assert best_card["evaluation"][bot]["matches"] == final_eval_matches
+    check_averaged(run_dir, config, total_steps, final_eval_matches)
+
+
+def check_averaged(run_dir: Path, config: dict, total_steps: int, matches: int) -> None:
+    """``averaged.onnx``: the final weights averaged with the snapshots of the run's last
+    ``average_last`` share of steps, named on its card, judged like the others."""
+    first = total_steps - config["average_last"] * total_steps
+    averaged = [p for p in sorted((run_dir / "snapshots").glob("*.onnx"))]
+    averaged = [p for p in averaged if first <= int(p.stem[5:]) < total_steps]
+    card = json.loads((run_dir / "averaged.json").read_text())
+    assert card["training"]["averaged_with"] == [p.name for p in averaged]
+    assert card["training"]["steps"] == total_steps
+    assert card["evaluation"]["random"]["matches"] == matches
+    weights = [
+        {w.name: numpy_helper.to_array(w) for w in onnx.load(path).graph.initializer}
+        for path in [run_dir / "averaged.onnx", run_dir / "final.onnx", *averaged]
+    ]
+    for name, values in weights[0].items():
+        mean = np.mean([w[name] for w in weights[1:]], axis=0)
+        np.testing.assert_allclose(values, mean, rtol=1e-5, atol=1e-6)
+    load_policy(run_dir / "averaged.onnx")
 
     fps = scalar_steps(run_dir, "time/fps")
     assert fps and all(0 < step <= total_steps for steps in fps for step in steps)
@@ -226,14 +251,20 @@ def test_tiny_training_leaves_a_complete_run_folder(
 ) -> None:
     run_dir, done = tiny_run
     assert f"training in {run_dir} for {TINY_STEPS:,} steps" in done.stdout
-    assert f"policy: {run_dir / 'final.onnx'}" in done.stdout
+    assert (
+        f"policy: {run_dir / 'averaged.onnx'} (the last weights averaged with the 1 snapshot of "
+        "the last 50% of the steps; card: "
+    ) in done.stdout
+    assert f"--model {run_dir / 'averaged.onnx'} --opponent best-response" in done.stdout
     assert f"training stopped: {TINY_STEPS:,} steps done (--total-steps)" in done.stdout
     judged = [
-        line.split() for line in done.stdout.splitlines() if line.startswith(("final.", "best."))
+        line.split()
+        for line in done.stdout.splitlines()
+        if line.startswith(("final.", "best.", "averaged."))
     ]
-    assert [row[0] for row in judged] == ["final.onnx", "best.onnx"]
+    assert [row[0] for row in judged] == ["final.onnx", "best.onnx", "averaged.onnx"]
     for line in done.stdout.splitlines():
-        if line.startswith(("final.", "best.")):  # won/matches against random, margin, perfect
+        if line.startswith(("final.", "best.", "averaged.")):  # won: random, margin, perfect
             assert [m for _, m in re.findall(r"(\d+)/(\d+) \(", line)] == ["4", "4", "4"], line
     rows = eval_rows(run_dir)
     progress = [line for line in done.stdout.splitlines() if line.startswith("step ")]
@@ -787,6 +818,10 @@ BAD_TRAIN_ARGS = {
         "--hidden",
     ),
     "gamma above 1": (lambda runs: [*TINY, "--gamma", "1.5", "--runs-dir", runs], "--gamma"),
+    "average more than the run": (
+        lambda runs: [*TINY, "--average-last", "1.5", "--runs-dir", runs],
+        "--average-last",
+    ),
     "negative entropy": (
         lambda runs: [*TINY, "--ent-coef-end", "-0.1", "--runs-dir", runs],
         "--ent-coef-end",
@@ -1167,6 +1202,34 @@ def test_export_latest_next_to_the_run_by_default(
     assert load_policy(run_dir / "latest.onnx").act(state) == load_policy(
         run_dir / "final.onnx"
     ).act(state)  # the same weights as the final export
+
+
+def test_export_averaged_averages_the_latest_weights_as_training_did(
+    tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
+) -> None:
+    run_dir = Path(shutil.copytree(tiny_run[0], tmp_path / "copy"))
+    args = ["--random-matches", 0, "--greedy-matches", 0, "--perfect-matches", 0]
+    args += ["--margin-matches", 0, "--audit-scores", "none", "--no-best-response"]
+    out = tmp_path / "again.onnx"
+    done = run(EXPORT, run_dir, "--which", "averaged", "--out", out, *args)
+    assert done.returncode == 0, done.stderr
+    card = json.loads(out.with_suffix(".json").read_text())
+    trained = json.loads((run_dir / "averaged.json").read_text())
+    assert card["training"]["averaged_with"] == trained["training"]["averaged_with"]
+    assert card["training"]["averaged_with"]  # the tiny run's second half has a snapshot
+    again, before = (onnx.load(path).graph.initializer for path in (out, run_dir / "averaged.onnx"))
+    for ours, theirs in zip(again, before, strict=True):
+        assert np.array_equal(numpy_helper.to_array(ours), numpy_helper.to_array(theirs))
+
+    config = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**config, "average_last": 0.0}))
+    done = run(EXPORT, run_dir, "--which", "averaged", "--out", tmp_path / "none.onnx", *args)
+    assert done.returncode == 2
+    assert one_error_line(done) == (
+        f"error: {run_dir} was trained with --average-last 0: it averages no snapshots; export "
+        "--which latest or best"
+    )
+    assert not (tmp_path / "none.onnx").exists()
 
 
 @pytest.mark.parametrize(

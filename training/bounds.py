@@ -1,13 +1,15 @@
 """The bounds of a run's settings (each count and interval's range, read by
-:mod:`training.typed_json` from its type), the names a config may hold, and the code version a
-run records. :mod:`training.config` declares the settings with these types."""
+:mod:`training.typed_json` from its type; the rates' ranges, :func:`check_ranges`), the names a
+config may hold, and the code version a run records. :mod:`training.config` declares the
+settings with these types."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import buttonup_env
 from training.typed_json import Pattern, Range
@@ -94,3 +96,21 @@ in letters, digits, spaces and ``. / \\ ~ + @ : = , - _`` (no control characters
 reach cards and messages)."""
 Ladder = tuple[Annotated[str, Pattern(PLAYER_NAME, "a player's name or path")], ...]
 """Reference players (``--ladder``)."""
+
+
+def check_ranges(values: dict[str, Any]) -> None:
+    """``ValueError`` naming the flag for a rate or coefficient of ``values`` (a config's
+    fields by name) out of its range."""
+    end = values["learning_rate_end"]
+    ranges = [
+        ("learning_rate", 0 < values["learning_rate"] < math.inf, "> 0 and finite"),
+        ("gamma", 0 < values["gamma"] <= 1, "in (0, 1]"),
+        ("gae_lambda", 0 <= values["gae_lambda"] <= 1, "in [0, 1]"),
+        ("clip_range", 0 < values["clip_range"] < math.inf, "> 0 and finite"),
+        ("ent_coef_start", 0 <= values["ent_coef_start"] < math.inf, ">= 0 and finite"),
+        ("ent_coef_end", 0 <= values["ent_coef_end"] < math.inf, ">= 0 and finite"),
+        ("learning_rate_end", end is None or 0 <= end < math.inf, ">= 0 and finite"),
+    ]
+    for name, ok, allowed in ranges:
+        if not ok:
+            raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {values[name]}")

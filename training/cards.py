@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
@@ -51,14 +52,19 @@ def export_with_card(
     greedy_matches: int = 0,
     margin_matches: int = 0,
     audit_scores: AuditScores = "none",
+    average_with: Mapping[str, bytes] | None = None,
 ) -> dict[str, EvaluationResult]:
     """Write ``out`` and its card; evaluate against the random, greedy, margin and perfect
     bots (those given matches), with ``best_response`` measure the exact exploitability of the
     match and of the round, and with ``audit_scores`` audit every decision at those scores.
     ``metadata`` goes into the ONNX file beside the steps, ``card`` into the card before the
-    targets."""
+    targets. With ``average_with`` (snapshots of the run by path), the policy's weights are
+    averaged with theirs, and the card's training names them."""
     version = code_version()  # before writing: a shipped model rewritten makes the tree dirty
-    export_onnx(policy, out, {"steps": training.get("steps", ""), **(metadata or {})})
+    if average_with is not None:
+        training = {**training, "averaged_with": [Path(name).name for name in average_with]}
+    meta = {"steps": training.get("steps", ""), **(metadata or {})}
+    export_onnx(policy, out, meta, average_with)
     player = OnnxPolicy(out)
     counts = {
         "random": random_matches,

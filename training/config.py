@@ -45,8 +45,9 @@ from training.bounds import (
     RunName,
     Seed,
     Steps,
+    check_ranges,
 )
-from training.typed_json import Range, check_fields
+from training.typed_json import Omittable, Range, check_fields
 
 if TYPE_CHECKING:  # torch is imported where a network is made: reading settings needs none
     from buttonup_env.learn.nets import RingPolicy
@@ -193,6 +194,10 @@ class TrainConfig:
     """Who the learner plays (buttonup_env.players.selfplay); by default its own snapshots."""
     snapshot_every: Interval | None = None
     """Steps between snapshots of the learner added to the opponent pool."""
+    average_last: Annotated[float, Range(0.0, 1.0), Omittable()] = 0.25
+    """The share of the run, at its end, whose snapshots are averaged with the last weights
+    into RUN/averaged.onnx (stochastic weight averaging: a best response gains less against
+    it); 0: no averaged.onnx."""
     eval_every: Interval | None = None
     """Steps between evaluations against the fixed bots."""
     eval_matches: Matches | None = None
@@ -334,24 +339,6 @@ def resolve(config: TrainConfig) -> RunConfig:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"--workers must be auto or a whole number >= 1, got {workers}")
     return check(RunConfig(**values, workers=workers))
-
-
-def check_ranges(values: dict[str, Any]) -> None:
-    """``ValueError`` naming the flag for a rate or coefficient of ``values`` (a config's
-    fields by name) out of its range."""
-    end = values["learning_rate_end"]
-    ranges = [
-        ("learning_rate", 0 < values["learning_rate"] < math.inf, "> 0 and finite"),
-        ("gamma", 0 < values["gamma"] <= 1, "in (0, 1]"),
-        ("gae_lambda", 0 <= values["gae_lambda"] <= 1, "in [0, 1]"),
-        ("clip_range", 0 < values["clip_range"] < math.inf, "> 0 and finite"),
-        ("ent_coef_start", 0 <= values["ent_coef_start"] < math.inf, ">= 0 and finite"),
-        ("ent_coef_end", 0 <= values["ent_coef_end"] < math.inf, ">= 0 and finite"),
-        ("learning_rate_end", end is None or 0 <= end < math.inf, ">= 0 and finite"),
-    ]
-    for name, ok, allowed in ranges:
-        if not ok:
-            raise ValueError(f"--{name.replace('_', '-')} must be {allowed}, got {values[name]}")
 
 
 def check(config: RunConfig) -> RunConfig:

@@ -2,6 +2,7 @@
 
     python training/export.py runs/NAME --out agent.onnx     # the run's best checkpoint
     python training/export.py runs/NAME --which latest --out my-agent.onnx
+    python training/export.py runs/NAME --which averaged    # the last weights, averaged
     python training/export.py runs/NAME --out models/buttonup-ppo.onnx --force  # ship it
     python training/export.py my_ppo.zip --trusted           # a model from your own script
 
@@ -59,12 +60,14 @@ class ExportArgs:
     source: tyro.conf.Positional[Path]
     """A run folder made by training/train.py, or an SB3 .zip saved by your own script (needs
     --trusted)."""
-    which: Annotated[Literal["best", "latest"] | None, tyro.conf.arg(metavar="{best,latest}")] = (
-        None
-    )
+    which: Annotated[
+        Literal["best", "latest", "averaged"] | None,
+        tyro.conf.arg(metavar="{best,latest,averaged}"),
+    ] = None
     """For a run folder (default: best): best, the checkpoint with the lowest regret against
     the perfect bot in the periodic evaluations (the match regret for a run of --objective
-    match, the round regret for --objective round); latest, the last one."""
+    match, the round regret for --objective round); latest, the last one; averaged, the last
+    one's weights averaged with the snapshots of the run's last --average-last share."""
     out: Path | None = None
     """Where to write the .onnx (default: RUN/WHICH.onnx, or the .zip's path with .onnx); the
     card goes beside it. Its folder must exist."""
@@ -211,7 +214,10 @@ def main(argv: list[str] | None = None) -> None:
             "(export one with --trusted)"
         )
     out = args.out or args.source / f"{which}.onnx"
-    weights, state = (args.source / "checkpoints" / f"{which}{end}" for end in (".pt", ".json"))
+    checkpoint_name = "latest" if which == "averaged" else which
+    weights, state = (
+        args.source / "checkpoints" / f"{checkpoint_name}{end}" for end in (".pt", ".json")
+    )
     inputs: list[Named] = [
         ("the run's config.json", args.source / "config.json"),
         ("the run's eval.jsonl", args.source / "eval.jsonl"),
@@ -222,9 +228,18 @@ def main(argv: list[str] | None = None) -> None:
     try:  # the run folder first: what is wrong with it matters more than the options
         run = RunFolder.open(args.source)
         checkpoints = Checkpoints(run)
-        policy, checkpoint = checkpoints.load_policy(which)
-        training = checkpoint_training(checkpoints, which, checkpoint)
+        policy, checkpoint = checkpoints.load_policy(checkpoint_name)
+        training = checkpoint_training(checkpoints, checkpoint_name, checkpoint)
         rows = run.read_evaluations()
+        snapshots = None
+        if which == "averaged":
+            if run.config.average_last == 0:
+                fail(
+                    f"{args.source} was trained with --average-last 0: it averages no "
+                    "snapshots; export --which latest or best"
+                )
+            snapshots = run.averaged_snapshots(checkpoint.steps)
+            inputs += [("a snapshot it averages", Path(path)) for path in snapshots]
     except RunFolderError as error:
         fail(str(error))
     check_arguments(args, out, inputs)
@@ -242,9 +257,12 @@ def main(argv: list[str] | None = None) -> None:
             greedy_matches=args.greedy_matches,
             margin_matches=args.margin_matches,
             audit_scores=args.audit_scores,
+            average_with=snapshots,
         )
     except (OSError, OutputError) as error:
         fail(written(error))
+    except ValueError as error:  # a snapshot of another network or refused: it says which
+        fail(str(error))
     print(f"wrote {out} and {out.with_suffix('.json')}")
 
 

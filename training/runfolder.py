@@ -40,6 +40,7 @@ from buttonup_env.game.files import reason
 from buttonup_env.game.folders import FolderError, SafeFolder
 from buttonup_env.game.records import shown
 from buttonup_env.game.rules import MOVES_PER_ROUND
+from buttonup_env.players.onnx_graph import MAX_POLICY_BYTES
 from buttonup_env.players.selfplay import SNAPSHOT_GLOB, OpponentMix
 from training.bounds import CODE_VERSION, code_version
 from training.config import (
@@ -383,6 +384,20 @@ class RunFolder(RunFiles):
         self.check(self.path / f"{name}.json")
         return self.check(self.path / f"{name}.onnx")
 
+    def averaged_snapshots(self, steps: int) -> dict[str, bytes]:
+        """The snapshots that ``averaged.onnx`` averages with the weights at ``steps``, by
+        path: those of the run's last ``average_last`` share of steps, before ``steps`` (none
+        for 0)."""
+        if self.config.average_last == 0:
+            return {}
+        first = steps - self.config.average_last * steps
+        found = {}
+        for path in sorted((self.path / "snapshots").glob(SNAPSHOT_GLOB)):
+            step = snapshot_step(path)
+            if step is not None and first <= step < steps:
+                found[str(path)] = self.read(path, MAX_POLICY_BYTES)
+        return found
+
     def append_eval(self, row: EvalRow) -> None:
         """Add ``row`` to ``eval.jsonl``."""
         self.append(self.eval_file, json.dumps(to_json(row)) + "\n")
@@ -393,7 +408,8 @@ class RunFolder(RunFiles):
         lost machine) left them; the resumed run trains those steps again and writes them
         again, as they were (a snapshot left there would join the opponent pool early)."""
         for path in (self.path / "snapshots").glob(SNAPSHOT_GLOB):
-            if re.fullmatch(r"step_\d{9}\.onnx", path.name) and int(path.name[5:14]) > steps:
+            step = snapshot_step(path)
+            if step is not None and step > steps:
                 path.unlink()
         if not os.path.lexists(self.eval_file):
             return
@@ -401,6 +417,12 @@ class RunFolder(RunFiles):
         kept = [line for line in lines if not _row_after(line, steps)]
         if len(kept) < len(lines):
             self.write(self.eval_file, b"".join(kept))
+
+
+def snapshot_step(path: Path) -> int | None:
+    """The step of the snapshot ``path`` (``snapshots/step_N.onnx``; None for another name)."""
+    found = re.fullmatch(r"step_(\d{9})\.onnx", path.name)
+    return int(found[1]) if found else None
 
 
 def train_flags(config: RunConfig) -> list[str]:

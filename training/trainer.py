@@ -354,28 +354,35 @@ def stopped(model: MaskablePPO, run: RunFolder) -> None:
 
 
 def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
-    """Export the final policy and the best checkpoint with their cards, each judged
-    against the random, the margin and the perfect bot (``final_eval_matches`` matches each),
-    and print the figures."""
+    """Export the final policy, the best checkpoint and the averaged policy (the final
+    weights averaged with the snapshots of the run's last ``average_last``) with their cards,
+    each judged against the random, the margin and the perfect bot (``final_eval_matches``
+    matches each), and print the figures."""
     draw_learning_curve(run)
     matches = run.config.final_eval_matches
     minutes = round(progress.train_seconds / 60, 1)
-    policies = [(run.export_path("final"), model.policy, model.num_timesteps)]
-    trainings = [{"checkpoint": "latest", "steps": model.num_timesteps, "minutes": minutes}]
+    steps = model.num_timesteps
+    final = {"checkpoint": "latest", "steps": steps, "minutes": minutes}
+    policies = [(run.export_path("final"), model.policy, steps, None)]
+    trainings = [final]
     checkpoints = Checkpoints(run)
     if checkpoints.exists("best"):
         best_policy, best = checkpoints.load_policy("best")
         training = checkpoint_training(checkpoints, "best", best)
         chosen_by = BEST_BY[run.config.objective][1]
         training["chosen_by"] = f"{chosen_by} in periodic evaluations"
-        policies.append((run.export_path("best"), best_policy, best.steps))
+        policies.append((run.export_path("best"), best_policy, best.steps, None))
         trainings.append(training)
+    if run.config.average_last > 0:
+        snapshots = run.averaged_snapshots(steps)
+        policies.append((run.export_path("averaged"), model.policy, steps, snapshots))
+        trainings.append(final)
     print(
-        f"\nexporting and judging {' and '.join(p.name for p, _, _ in policies)}: {matches} "
+        f"\nexporting and judging {', '.join(p.name for p, *_ in policies)}: {matches} "
         "matches against the random, the margin and the perfect bot each"
     )
     rows = []
-    for (path, policy, steps), training in zip(policies, trainings, strict=True):
+    for (path, policy, steps, snapshots), training in zip(policies, trainings, strict=True):
         results = export_with_card(
             policy,
             path,
@@ -385,32 +392,53 @@ def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
             matches,
             quiet=True,
             margin_matches=matches,
+            average_with=snapshots,
         )
         rows.append((path, steps, results["random"], results["margin"], results["perfect"]))
     print(
-        f"{'':12s} {'steps':>11s}   {'against random: won, regret':>27s}   "
+        f"{'':13s} {'steps':>11s}   {'against random: won, regret':>27s}   "
         "against margin: won   against perfect: won, regret, match regret"
     )
     for path, steps, rand, margin, perfect in rows:
         print(
-            f"{path.name:12s} {steps:>11,}   {rand.wins:>9}/{rand.matches} "
+            f"{path.name:13s} {steps:>11,}   {rand.wins:>9}/{rand.matches} "
             f"({100 * rand.win_rate:5.1f}%), {rand.mean_regret:.3f}   {margin.wins:>9}/"
             f"{margin.matches} ({100 * margin.win_rate:5.1f}%)   {perfect.wins:>9}/"
             f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}, "
             f"{perfect.mean_match_regret:.5f}"
         )
-    best_path = run.path / "best.onnx"
-    print(
+    averaged = policies[-1][3] if run.config.average_last > 0 else None
+    print(closing(run, None if averaged is None else len(averaged)))
+
+
+def closing(run: RunFolder, averaged: int | None) -> str:
+    """What training prints last: the policy to use (``averaged.onnx``, of ``averaged``
+    snapshots; for None ``final.onnx``), the others, and how to judge it."""
+    best = run.path / "best.onnx"
+    policy = run.path / ("final.onnx" if averaged is None else "averaged.onnx")
+    made = ""
+    if averaged is not None:
+        share = f"the last {100 * run.config.average_last:g}% of the steps"
+        snapshots = f"{averaged} snapshot{'' if averaged == 1 else 's'}"
+        made = f"the last weights averaged with the {snapshots} of {share}; "
+        if not averaged:
+            made = f"the last weights alone: no snapshot was taken in {share}; "
+    lines = [
         "(regret: round points lost per decision against the exact solver's best move; match "
-        "regret: the probability of winning the match lost per decision; 0 is perfect play)\n"
-        f"policy: {policies[0][0]} (card: {policies[0][0].with_suffix('.json')})\n"
-        f"best checkpoint ({BEST_BY[run.config.objective][1]}): {best_path}\n"
-        "judge it with 500 matches against the perfect bot, the exact exploitability (of the "
-        "match and the round) and the audit of every decision at 0-0:\n"
-        f"  python training/evaluate.py --model {best_path} --opponent perfect --matches 500\n"
-        f"  python training/evaluate.py --model {best_path} --opponent best-response\n"
-        f"  python training/evaluate.py --model {best_path} --audit"
-    )
+        "regret: the probability of winning the match lost per decision; 0 is perfect play)",
+        f"policy: {policy} ({made}card: {policy.with_suffix('.json')})",
+        f"best checkpoint ({BEST_BY[run.config.objective][1]}): {best}",
+    ]
+    if averaged is not None:
+        lines.append(f"last weights: {run.path / 'final.onnx'}")
+    lines += [
+        "judge the policy with 500 matches against the perfect bot, the exact exploitability "
+        "(of the match and the round) and the audit of every decision at 0-0:",
+        f"  python training/evaluate.py --model {policy} --opponent perfect --matches 500",
+        f"  python training/evaluate.py --model {policy} --opponent best-response",
+        f"  python training/evaluate.py --model {policy} --audit",
+    ]
+    return "\n".join(lines)
 
 
 def draw_learning_curve(run: RunFolder) -> None:

@@ -42,6 +42,7 @@ from ..game.encoding import (
     SlotEncoding,
 )
 from ..game.files import write_atomically
+from ..players.onnx_graph import GraphRefused, NotOnnx, check_structure, read_model
 from ..players.policy import (
     FORMAT_VERSION,
     INPUT_NAME,
@@ -174,6 +175,75 @@ def actor_to_onnx(policy: Any, metadata: Mapping[str, object] | None = None) -> 
     return model
 
 
+def _weights_in(name: str, data: bytes, model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The float weights of the ONNX file ``data`` (called ``name`` in errors), checked to be a
+    snapshot of the network ``model`` is the actor of: the same nodes, encoding and weights,
+    each of the same shape. ``ValueError`` naming the file otherwise."""
+    try:
+        graph = read_model(data)
+        check_structure(graph, INPUT_NAME)
+    except (NotOnnx, GraphRefused) as error:
+        raise ValueError(f"{name} cannot be averaged in: it is refused ({error})") from None
+    ours = [(n.op_type, list(n.input), list(n.output)) for n in model.graph.node]
+    theirs = [(n.op_type, n.inputs, n.outputs) for n in graph.nodes]
+    encoding = {p.key: p.value for p in model.metadata_props}[META_ENCODING]
+    own = {w.name: numpy_helper.to_array(w) for w in model.graph.initializer}
+    if (
+        ours != theirs
+        or graph.metadata.get(META_ENCODING) != encoding
+        or set(graph.weights) != set(own)
+    ):
+        raise ValueError(
+            f"{name} cannot be averaged in: its network is not this policy's (another "
+            "encoding, other layers or other weights)"
+        )
+    found = {}
+    for key, mine in own.items():
+        weight = graph.weights[key]
+        if mine.dtype == np.int64:  # a Reshape's shape: the same in every snapshot
+            if weight.values() != mine.tolist():
+                raise ValueError(f"{name} cannot be averaged in: its shape {key!r} differs")
+            continue
+        if (
+            weight.data_type != TensorProto.FLOAT
+            or weight.dims != mine.shape
+            or len(weight.raw) != mine.nbytes
+        ):
+            raise ValueError(
+                f"{name} cannot be averaged in: its weight {key!r} is not {mine.nbytes // 4:,} "
+                f"float32 numbers of shape {list(mine.shape)} held as raw data, as this policy's"
+            )
+        values = np.frombuffer(weight.raw, "<f4").reshape(mine.shape)
+        if not np.isfinite(values).all():
+            raise ValueError(f"{name} cannot be averaged in: its weight {key!r} is not finite")
+        found[key] = values
+    return found
+
+
+def averaged_actor(
+    policy: Any,
+    snapshots: Mapping[str, bytes],
+    metadata: Mapping[str, object] | None = None,
+) -> onnx.ModelProto:
+    """The ONNX model of ``policy``'s actor (:func:`actor_to_onnx`) with each weight the mean
+    of its own and of the same weight in each of ``snapshots`` (ONNX files by name, written by
+    :func:`export_onnx` for earlier weights of the same network): stochastic weight averaging
+    (Izmailov et al., "Averaging Weights Leads to Wider Optima and Better Generalization",
+    2018). ``ValueError`` naming a snapshot of another network, or one that
+    :mod:`buttonup_env.players.onnx_graph` refuses."""
+    model = actor_to_onnx(policy, metadata)
+    weights = {w.name: numpy_helper.to_array(w) for w in model.graph.initializer}
+    sums = {k: v.astype(np.float64) for k, v in weights.items() if v.dtype == np.float32}
+    for name, data in snapshots.items():
+        for key, values in _weights_in(name, data, model).items():
+            sums[key] += values
+    for weight in model.graph.initializer:
+        if weight.name in sums:
+            mean = (sums[weight.name] / (1 + len(snapshots))).astype(np.float32)
+            weight.CopyFrom(numpy_helper.from_array(mean, weight.name))
+    return model
+
+
 def check_exportable(policy: Any) -> str:
     """The encoding name of ``policy``'s ONNX file; ``ValueError`` saying what is supported
     when it cannot be exported (without writing anything)."""
@@ -181,14 +251,19 @@ def check_exportable(policy: Any) -> str:
 
 
 def export_onnx(
-    policy: Any, path: str | Path, metadata: Mapping[str, object] | None = None
+    policy: Any,
+    path: str | Path,
+    metadata: Mapping[str, object] | None = None,
+    average_with: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write ``policy``'s actor to ``path``, whose folder must exist, atomically: through a
     temporary file of a fresh name beside it, renamed onto it
     (:func:`~buttonup_env.game.files.write_atomically`), so a partial file never appears and
-    a link planted at ``path`` is replaced, never written through."""
+    a link planted at ``path`` is replaced, never written through. With ``average_with``
+    (snapshots of the same network, by name), its weights averaged with theirs
+    (:func:`averaged_actor`)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{path} is a folder; give the path of the .onnx file to write")
-    model = actor_to_onnx(policy, metadata)
+    model = averaged_actor(policy, average_with or {}, metadata)
     return write_atomically(path, model.SerializeToString())
