@@ -56,7 +56,6 @@ TINY = [
     "--batch-size", "64",
     "--hidden", "32", "32",
     "--snapshot-every", "128",
-    "--average-last", "0.5",
     "--eval-every", "128",
     "--checkpoint-every", "128",
     "--eval-matches", "2",

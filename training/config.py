@@ -194,7 +194,7 @@ class TrainConfig:
     """Who the learner plays (buttonup_env.players.selfplay); by default its own snapshots."""
     snapshot_every: Interval | None = None
     """Steps between snapshots of the learner added to the opponent pool."""
-    average_last: Annotated[float, Range(0.0, 1.0), Omittable()] = 0.25
+    average_last: Annotated[float, Range(0.0, 1.0), Omittable()] = 0.5
     """The share of the run, at its end, whose snapshots are averaged with the last weights
     into RUN/averaged.onnx (stochastic weight averaging: a best response gains less against
     it); 0: no averaged.onnx."""
