@@ -5,7 +5,6 @@ network, or one the loader refuses, is named in one sentence."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 
 import gymnasium as gym
@@ -22,14 +21,6 @@ from buttonup_env.learn.onnx_writer import export_onnx
 from buttonup_env.players.policy import OnnxPolicy
 
 HIDDEN = (32, 16)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    previous = th.get_num_threads()
-    th.set_num_threads(1)
-    yield
-    th.set_num_threads(previous)
 
 
 def policy(hidden: tuple[int, ...] = HIDDEN, encoding: str = "afterstates", seed: int = 0):
