@@ -206,8 +206,8 @@ def check_averaged(run_dir: Path, config: dict, total_steps: int, matches: int) 
     """``averaged.onnx``: the final weights averaged with the snapshots of the run's last
     ``average_last`` share of steps, named on its card, judged like the others."""
     first = total_steps - config["average_last"] * total_steps
-    averaged = [p for p in sorted((run_dir / "snapshots").glob("*.onnx"))]
-    averaged = [p for p in averaged if first <= int(p.stem[5:]) < total_steps]
+    snapshots = sorted((run_dir / "snapshots").glob("*.onnx"))
+    averaged = [p for p in snapshots if first <= int(p.stem[5:]) < total_steps]
     card = json.loads((run_dir / "averaged.json").read_text())
     assert card["training"]["averaged_with"] == [p.name for p in averaged]
     assert card["training"]["steps"] == total_steps

@@ -373,9 +373,10 @@ def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
         training["chosen_by"] = f"{chosen_by} in periodic evaluations"
         policies.append((run.export_path("best"), best_policy, best.steps, None))
         trainings.append(training)
+    averaged = None
     if run.config.average_last > 0:
-        snapshots = run.averaged_snapshots(steps)
-        policies.append((run.export_path("averaged"), model.policy, steps, snapshots))
+        averaged = run.averaged_snapshots(steps)
+        policies.append((run.export_path("averaged"), model.policy, steps, averaged))
         trainings.append(final)
     print(
         f"\nexporting and judging {', '.join(p.name for p, *_ in policies)}: {matches} "
@@ -407,7 +408,6 @@ def finish(model: MaskablePPO, run: RunFolder, progress: Progress) -> None:
             f"{perfect.matches} ({100 * perfect.win_rate:5.1f}%), {perfect.mean_regret:.3f}, "
             f"{perfect.mean_match_regret:.5f}"
         )
-    averaged = policies[-1][3] if run.config.average_last > 0 else None
     print(closing(run, None if averaged is None else len(averaged)))
 
 
@@ -416,13 +416,14 @@ def closing(run: RunFolder, averaged: int | None) -> str:
     snapshots; for None ``final.onnx``), the others, and how to judge it."""
     best = run.path / "best.onnx"
     policy = run.path / ("final.onnx" if averaged is None else "averaged.onnx")
-    made = ""
-    if averaged is not None:
-        share = f"the last {100 * run.config.average_last:g}% of the steps"
+    share = f"the last {100 * run.config.average_last:g}% of the steps"
+    if averaged is None:
+        made = ""
+    elif averaged:
         snapshots = f"{averaged} snapshot{'' if averaged == 1 else 's'}"
         made = f"the last weights averaged with the {snapshots} of {share}; "
-        if not averaged:
-            made = f"the last weights alone: no snapshot was taken in {share}; "
+    else:
+        made = f"the last weights alone: no snapshot was taken in {share}; "
     lines = [
         "(regret: round points lost per decision against the exact solver's best move; match "
         "regret: the probability of winning the match lost per decision; 0 is perfect play)",
