@@ -724,8 +724,9 @@ def test_report_measures_the_match_exploitability_when_asked(
     linear_policy: Callable,
     capsys: pytest.CaptureFixture,
 ) -> None:
-    """--match-exploitability: each run's final policy measured exactly (here a stand-in for
-    the minute it takes), in the table; refused without run folders."""
+    """--match-exploitability: the policy each run hands over (averaged.onnx where it wrote one,
+    else final.onnx) measured exactly (here a stand-in for the minute it takes), in the table;
+    refused without run folders."""
     import buttonup_env.players.best_response as best_response
 
     measured = []
@@ -749,19 +750,22 @@ def test_report_measures_the_match_exploitability_when_asked(
     assert "match_exploitability" not in figures
     report.main([*args, "--no-exploitability", "--match-exploitability", "--force"])
     assert len(measured) == 1 and measured[0].encoding.name == "match-afterstates"
+    assert Path(measured[0].path).name == "final.onnx"  # the run wrote no averaged policy
     figures = json.loads((out / "report.json").read_text())["figures"]
     assert figures["match_exploitability"]["group"]["iqm"] == pytest.approx(0.0125)
     assert (
         "| match exploitability (winning probability) | group | 1 | 0.0125 |"
         in (out / "report.md").read_text()
     )
+    linear_policy(run / "averaged.onnx", "match-afterstates", 4)  # the policy training names
+    report.main([*args, "--no-exploitability", "--match-exploitability", "--force"])
+    assert len(measured) == 2 and Path(measured[1].path).name == "averaged.onnx"
     capsys.readouterr()
     with pytest.raises(SystemExit) as stopped:
         report.main(["--study", "x", "--match-exploitability"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err.strip() == (
-        "error: --match-exploitability measures the final policies of run folders: give --runs "
-        "FOLDER"
+        "error: --match-exploitability measures the policies of run folders: give --runs FOLDER"
     )
 
 

@@ -60,7 +60,7 @@ from training.bounds import Matches, Seed, code_version
 from training.ratings_report import Ladder, check_folder, rated_folders, ratings_report
 from training.runfolder import EvalRow, RunFiles
 from training.seeds_report import Bootstrap, Run, seeds_report
-from training.studies import final_figures, first_line, open_storage, safe_url
+from training.studies import final_figures, first_line, handed_over, open_storage, safe_url
 from training.sweep_report import sweep_report
 from training.typed_json import FieldError, Range, check_fields, from_json
 
@@ -91,10 +91,11 @@ class ReportConfig:
     top: Annotated[int, Range(1, 10_000)] = 10
     """Best trials listed for a sweep."""
     exploitability: bool = True
-    """Measure the exact exploitability of the final policy of run folders that have no
+    """Measure the exact exploitability of the policy each run folder hands over (averaged.onnx,
+    or final.onnx for a run without one) for run folders that have no
     trial.json (plain train.py runs: about 5-20 s each on a 2-core machine)."""
     match_exploitability: bool = False
-    """With --runs: also measure the exact match exploitability of each run's final policy
+    """With --runs: also measure the exact match exploitability of each run's policy
     (tune.py's trials too), in the many-seed table: about 35 s a run on a 2-core machine for a
     policy blind to the score, minutes for one that sees it (506 s for a smoke run's policy
     with the cores shared)."""
@@ -153,8 +154,9 @@ def read_rows(rows: object, source: str) -> list[EvalRow]:
 def folder_runs(path: Path, measure: bool = True, match: bool = False) -> list[Run]:
     """The finished runs in ``path``: the run folder itself, or the run folders in it. A run's
     figures come from tune.py's trial.json, or else as tune.py finds them: its last periodic
-    evaluation and (``measure``) the exploitability of its final.onnx; with ``match``, the
-    match exploitability of its final.onnx too."""
+    evaluation and (``measure``) the exploitability of the policy it hands over (averaged.onnx,
+    or final.onnx for a run without one); with ``match``, that policy's match exploitability
+    too."""
     if not path.is_dir():
         fail(f"--runs {path}: no such folder")
     folders = (
@@ -194,12 +196,12 @@ def folder_runs(path: Path, measure: bool = True, match: bool = False) -> list[R
 def measured(
     folder: Path, rows: list[EvalRow], measure: bool, objective: str, match: bool
 ) -> dict[str, Any]:
-    """:func:`~training.studies.final_figures` of the run ``folder``; one error line when its
-    final.onnx cannot be measured."""
+    """:func:`~training.studies.final_figures` of the run ``folder``; one error line when the
+    policy it hands over cannot be measured."""
     try:
         return final_figures(folder, rows, measure, objective, match)
     except (OSError, ValueError) as error:
-        fail(f"{folder / 'final.onnx'} cannot be measured ({first_line(error)})")
+        fail(f"{handed_over(folder)} cannot be measured ({first_line(error)})")
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -259,9 +261,7 @@ def read_arguments(argv: list[str]) -> ReportConfig:
     if config.ratings and not config.runs:
         fail("--ratings rates the snapshots of run folders: give --runs FOLDER")
     if config.match_exploitability and not config.runs:
-        fail(
-            "--match-exploitability measures the final policies of run folders: give --runs FOLDER"
-        )
+        fail("--match-exploitability measures the policies of run folders: give --runs FOLDER")
     if config.ratings:
         try:
             from buttonup_env.players.league import check_ladder

@@ -186,8 +186,9 @@ def seeds_report(groups: dict[str, list[Run]], bootstrap: Bootstrap, out: Path) 
         "",
         "Figures at the end of each run: the last periodic evaluation (matches against each "
         "bot: the match regret, in the probability of winning the match lost per decision, and "
-        "the round regret, in round points) and the exact exploitability of the final policy "
-        "(the round's, and the match's when measured). IQM: the mean of the middle "
+        "the round regret, in round points) and the exact exploitability of the policy each "
+        "run hands over (averaged.onnx, or final.onnx for a run without one; the round's, and "
+        "the match's when measured). IQM: the mean of the middle "
         f"half of the runs; 95% CI: stratified bootstrap with {bootstrap.reps:,} resamples "
         f"(rliable, seed {bootstrap.seed}). Win rates in %.",
         "",

@@ -100,9 +100,9 @@ def final_figures(
     """A trial's figures at its end: the last periodic evaluation (round regret, match regret
     and win rate against each bot), the best evaluation by the run's ``objective`` (the
     figure that chose its best checkpoint: ``training.runfolder.BEST_BY``) with its round and
-    match regret and its step, and the exact exploitability of the final policy (``measure``,
-    for a trial that finished; with ``match`` the match's too, minutes for a policy that sees
-    the score)."""
+    match regret and its step, and the exact exploitability of the policy the run hands over
+    (:func:`handed_over`; ``measure``, for a trial that finished; with ``match`` the match's too,
+    minutes for a policy that sees the score), named by its file in ``policy``."""
     final: dict[str, Any] = {}
     if evals:
         last = evals[-1]
@@ -114,18 +114,27 @@ def final_figures(
         if best.match_regret_perfect is not None:
             final["best_match_regret"] = best.match_regret_perfect
         final["best_steps"] = best.steps
-    policy = run_dir / "final.onnx"
+    policy = handed_over(run_dir)
     if (measure or match) and policy.is_file():
         from buttonup_env.players.best_response import match_exploitability
         from buttonup_env.players.exploit import exploitability
         from buttonup_env.players.policy import load_policy
 
         player = load_policy(policy)
+        final["policy"] = policy.name
         if measure:
             final["exploitability"] = exploitability(player).exploitability
         if match:
             final["match_exploitability"] = match_exploitability(player)
     return final
+
+
+def handed_over(run_dir: Path) -> Path:
+    """The policy a finished run hands over: ``averaged.onnx`` (its last weights averaged with
+    its last snapshots, the file training's closing lines name) where the run wrote one, else
+    ``final.onnx`` (a run with ``--average-last 0``, or one older than the averaged file)."""
+    averaged = run_dir / "averaged.onnx"
+    return averaged if averaged.is_file() else run_dir / "final.onnx"
 
 
 def make_pruner(settings: dict[str, Any]) -> optuna.pruners.BasePruner:

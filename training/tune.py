@@ -114,8 +114,9 @@ class TuneConfig:
     startup_trials: int = 5
     """Complete trials before the median pruner stops any."""
     exploitability: bool = True
-    """Measure each complete trial's exact exploitability (a best response over all 1,680
-    set-ups: about 5-20 s on this project's 2-core machine)."""
+    """Measure each complete trial's exact exploitability (of the policy it hands over:
+    averaged.onnx, or final.onnx with --average-last 0; a best response over all 1,680 set-ups:
+    about 5-20 s on this project's 2-core machine)."""
     heartbeat: int = 30
     """Seconds between a running trial's heartbeats; a trial silent for twice as long (its
     worker was killed) is marked failed by the next worker that looks."""
