@@ -91,9 +91,9 @@ class ReportConfig:
     top: Annotated[int, Range(1, 10_000)] = 10
     """Best trials listed for a sweep."""
     exploitability: bool = True
-    """Measure the exact exploitability of the policy each run folder hands over (averaged.onnx,
-    or final.onnx for a run without one) for run folders that have no
-    trial.json (plain train.py runs: about 5-20 s each on a 2-core machine)."""
+    """For run folders that have no trial.json (plain train.py runs), measure the exact
+    exploitability of the policy each hands over (averaged.onnx, or final.onnx for a run without
+    one): about 5-20 s each on a 2-core machine."""
     match_exploitability: bool = False
     """With --runs: also measure the exact match exploitability of each run's policy
     (tune.py's trials too), in the many-seed table: about 35 s a run on a 2-core machine for a
