@@ -559,7 +559,9 @@ def test_resume_and_export_refuse_damaged_tensors(
     line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
     assert says in line and "latest.pt" in line, line
     out = copy / "exported.onnx"
-    line = refused(training_script("export").main, [str(copy), "--out", str(out)], capsys)
+    line = refused(
+        training_script("export").main, [str(copy), "--which", "best", "--out", str(out)], capsys
+    )
     assert says.replace("latest", "best") in line and "best.pt" in line, line
     assert not out.exists()
 
@@ -614,7 +616,7 @@ def test_a_crafted_weights_file_is_refused_and_its_code_never_runs(
 
     line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
     assert "latest.pt cannot be loaded as a checkpoint: it holds anything but tensors" in line
-    line = refused(training_script("export").main, [str(copy)], capsys)
+    line = refused(training_script("export").main, [str(copy), "--which", "best"], capsys)
     assert "best.pt cannot be loaded as a checkpoint" in line
     assert not marker.exists()
 
@@ -624,7 +626,7 @@ def test_a_raw_pickle_as_weights_is_refused_and_its_code_never_runs(
 ) -> None:
     marker = tmp_path / "pwned"
     write_weights_bytes(copy / "checkpoints" / "best.pt", pickle.dumps(Payload(marker)))
-    line = refused(training_script("export").main, [str(copy)], capsys)
+    line = refused(training_script("export").main, [str(copy), "--which", "best"], capsys)
     assert "best.pt cannot be loaded as a checkpoint" in line
     assert not marker.exists()
 
@@ -696,7 +698,7 @@ def test_resume_refuses_a_run_without_a_checkpoint_in_one_sentence(
     line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
     assert f"{copy} has no checkpoint 'latest' yet" in line
     (copy / "checkpoints" / "best.json").unlink()
-    line = refused(training_script("export").main, [str(copy)], capsys)
+    line = refused(training_script("export").main, [str(copy), "--which", "best"], capsys)
     assert "best.json is missing (it is written with best.pt)" in line
 
 
@@ -770,7 +772,7 @@ def test_a_compressed_weights_file_is_refused_before_it_is_inflated(
     line = refused(training_script("train").main, ["--resume", str(copy)], capsys)
     assert "latest.pt cannot be loaded as a checkpoint: its entry" in line
     assert "is compressed, which torch.save never does" in line
-    line = refused(training_script("export").main, [str(copy)], capsys)
+    line = refused(training_script("export").main, [str(copy), "--which", "best"], capsys)
     assert "best.pt cannot be loaded as a checkpoint: its entry" in line
 
 

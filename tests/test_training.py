@@ -1095,14 +1095,16 @@ def test_export_writes_a_policy_and_its_card(
     assert policy.metadata[META_ENCODING] == "match-afterstates"
     card = json.loads(out.with_suffix(".json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
-    best = json.loads((run_dir / "checkpoints" / "best.json").read_text())
+    handed_over = json.loads((run_dir / "averaged.json").read_text())["training"]
     assert card["model"] == "agent.onnx"
     check_card_command(card, config)
     assert card["code_version"] == config["code_version"]
     assert card["exported_with"].startswith("buttonup-env ")
     assert card["config"] == card_settings(config)
-    assert card["training"]["checkpoint"] == "best"
-    assert card["training"]["steps"] == best["progress"]["best_steps"]
+    # by default the policy training handed over: the last weights averaged, as it averaged
+    assert card["training"]["checkpoint"] == "latest"
+    assert card["training"]["steps"] == TINY_STEPS
+    assert card["training"]["averaged_with"] == handed_over["averaged_with"]
     assert set(card["evaluation"]) == {"random", "greedy", "margin", "perfect"}
     assert card["evaluation"]["random"]["matches"] == 10
     assert card["evaluation"]["greedy"]["matches"] == 7
@@ -1203,7 +1205,7 @@ def test_export_latest_next_to_the_run_by_default(
     ).act(state)  # the same weights as the final export
 
 
-def test_export_averaged_averages_the_latest_weights_as_training_did(
+def test_export_averaged_averages_the_latest_weights_as_training_did_by_default(
     tiny_run: tuple[Path, subprocess.CompletedProcess], tmp_path: Path
 ) -> None:
     run_dir = Path(shutil.copytree(tiny_run[0], tmp_path / "copy"))
@@ -1229,6 +1231,18 @@ def test_export_averaged_averages_the_latest_weights_as_training_did(
         "--which latest or best"
     )
     assert not (tmp_path / "none.onnx").exists()
+    # without averaging, training hands over the last weights: so does export by default
+    done = run(EXPORT, run_dir, *args)
+    assert done.returncode == 0, done.stderr
+    card = json.loads((run_dir / "latest.json").read_text())
+    assert card["training"]["checkpoint"] == "latest" and "averaged_with" not in card["training"]
+
+    done = run(EXPORT, run_dir, "--which", "best", "--out", tmp_path / "best.onnx", *args)
+    assert done.returncode == 0, done.stderr
+    card = json.loads((tmp_path / "best.json").read_text())
+    best = json.loads((run_dir / "checkpoints" / "best.json").read_text())
+    assert card["training"]["checkpoint"] == "best"
+    assert card["training"]["steps"] == best["progress"]["best_steps"]
 
 
 @pytest.mark.parametrize(
@@ -1301,7 +1315,7 @@ def test_export_refuses_a_damaged_run_in_one_line(
     copy = damaged_copy(tiny_run[0], tmp_path, name)
     out = tmp_path / "agent.onnx"
     args = ["--random-matches", 0, "--greedy-matches", 0, "--perfect-matches", 0]
-    done = run(EXPORT, copy, "--out", out, *args)
+    done = run(EXPORT, copy, "--which", "best", "--out", out, *args)  # DAMAGE's checkpoint
     assert done.returncode == 2
     assert DAMAGE[name][2] in one_error_line(done)
     assert not out.exists() and not out.with_suffix(".json").exists()

@@ -1,8 +1,8 @@
 """Export a trained policy to ONNX with its model card.
 
-    python training/export.py runs/NAME --out agent.onnx     # the run's best checkpoint
-    python training/export.py runs/NAME --which latest --out my-agent.onnx
-    python training/export.py runs/NAME --which averaged    # the last weights, averaged
+    python training/export.py runs/NAME --out agent.onnx     # the policy training hands over
+    python training/export.py runs/NAME --which best --out my-agent.onnx
+    python training/export.py runs/NAME --which latest --out last.onnx  # the last weights alone
     python training/export.py runs/NAME --out models/buttonup-ppo.onnx --force  # ship it
     python training/export.py my_ppo.zip --trusted           # a model from your own script
 
@@ -15,7 +15,7 @@ exploitability of the match and of the round, the audit of every decision at 0-0
 command that gives it again). It takes minutes, most of it the match's exploitability
 (``--no-best-response`` leaves both exploitabilities out). Training calls the same code at its
 end, without the exploitabilities and the audit. Neither file replaces an existing one
-without ``--force`` (training wrote ``RUN/best.onnx`` already), nor one the export reads; the
+without ``--force`` (training wrote ``RUN/averaged.onnx`` already), nor one the export reads; the
 folder of ``OUT`` must exist. The policies shipped with the package are the ``.onnx`` files
 (and cards) in ``models/``: exporting there adds one, loadable by its file name (or replaces
 one, with ``--force``).
@@ -64,10 +64,12 @@ class ExportArgs:
         Literal["best", "latest", "averaged"] | None,
         tyro.conf.arg(metavar="{best,latest,averaged}"),
     ] = None
-    """For a run folder (default: best): best, the checkpoint with the lowest regret against
-    the perfect bot in the periodic evaluations (the match regret for a run of --objective
-    match, the round regret for --objective round); latest, the last one; averaged, the last
-    one's weights averaged with the snapshots of the run's last --average-last share."""
+    """For a run folder: averaged, the last checkpoint's weights averaged with the snapshots of
+    the run's last --average-last share (the default, the policy training hands over);
+    latest, the last checkpoint (the default for a run of --average-last 0); best, the
+    checkpoint with the lowest regret against the perfect bot in the periodic evaluations
+    (the match regret for a run of --objective match, the round regret for --objective
+    round)."""
     out: Path | None = None
     """Where to write the .onnx (default: RUN/WHICH.onnx, or the .zip's path with .onnx); the
     card goes beside it. Its folder must exist."""
@@ -200,6 +202,12 @@ def written(error: OSError | OutputError) -> str:
     return str(error)
 
 
+def handed_over(run: RunFolder) -> Literal["averaged", "latest"]:
+    """The policy training hands over, as its closing lines name it: the last weights averaged
+    with the run's last snapshots, or the last weights alone for a run of --average-last 0."""
+    return "averaged" if run.config.average_last > 0 else "latest"
+
+
 def main(argv: list[str] | None = None) -> None:
     args = tyro.cli(ExportArgs, args=argv, description=__doc__)
     if args.source.suffix == ".zip" or args.source.is_file():
@@ -207,12 +215,16 @@ def main(argv: list[str] | None = None) -> None:
             fail(f"{args.source} is not a run folder nor a Stable-Baselines3 .zip")
         export_zip(args)
         return
-    which = args.which or "best"
     if not (args.source / "config.json").is_file():
         fail(
             f"{args.source} is not a run folder (no config.json) nor a Stable-Baselines3 .zip "
             "(export one with --trusted)"
         )
+    try:  # the run folder first: what is wrong with it matters more than the options
+        run = RunFolder.open(args.source)
+    except RunFolderError as error:
+        fail(str(error))
+    which = args.which or handed_over(run)
     out = args.out or args.source / f"{which}.onnx"
     checkpoint_name = "latest" if which == "averaged" else which
     weights, state = (
@@ -225,8 +237,7 @@ def main(argv: list[str] | None = None) -> None:
         ("the checkpoint's state", state),
         ("the run's latest checkpoint", args.source / "checkpoints" / "latest.json"),
     ]
-    try:  # the run folder first: what is wrong with it matters more than the options
-        run = RunFolder.open(args.source)
+    try:
         checkpoints = Checkpoints(run)
         policy, checkpoint = checkpoints.load_policy(checkpoint_name)
         training = checkpoint_training(checkpoints, checkpoint_name, checkpoint)
