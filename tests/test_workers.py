@@ -5,6 +5,7 @@ shared-memory gradient exchange (tried between threads) are slow."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -78,6 +79,59 @@ def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[str, str]:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.communicate()
+
+
+def finish_together(
+    processes: list[subprocess.Popen], timeout: float = 300
+) -> list[tuple[str, str]]:
+    """Every process's output, read at once (the one read last must not stall on a full pipe,
+    nor lose its output when another hangs). After ``timeout`` every process still running
+    and those it started get SIGABRT (started with ``PYTHONFAULTHANDLER=1``, a Python process
+    then prints every thread's stack), then SIGKILL, and the test fails with every output."""
+    outputs: list[tuple[str, str] | None] = [None] * len(processes)
+
+    def read(index: int) -> None:
+        outputs[index] = processes[index].communicate()
+
+    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(processes))]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    for reader in readers:
+        reader.join(max(0.0, deadline - time.monotonic()))
+    hung = [p for p in processes if p.poll() is None]
+    for process in hung:
+        for pid in [*descendants(process.pid), process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGABRT)
+    if hung:
+        time.sleep(5)  # the stacks are written
+    for process in hung:
+        for pid in [*descendants(process.pid), process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for reader in readers:
+        reader.join(60)
+    texts = [out or ("", "") for out in outputs]
+    if hung:
+        shown = "\n".join(
+            f"--- process {i} (pid {p.pid}, exit {p.returncode}) stdout:\n{out[-3000:]}\n"
+            f"--- stderr:\n{err[-12000:]}"
+            for i, (p, (out, err)) in enumerate(zip(processes, texts, strict=True))
+        )
+        pytest.fail(
+            f"{len(hung)} of {len(processes)} processes still ran after {timeout} s:\n{shown}"
+        )
+    return texts
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process ``pid`` started, and theirs (Linux), deepest first."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for child in children(pid):
+            found += [*descendants(child), child]
+    return found
 
 
 def wait_for(path: Path, process: subprocess.Popen, timeout: float = 300) -> None:
@@ -522,12 +576,18 @@ def test_two_nodes_over_localhost_train_as_two_workers(tmp_path: Path) -> None:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)},
+            env={
+                **os.environ,
+                "PYTHONWARNINGS": "ignore",
+                "PYTHONPATH": str(ROOT),
+                "PYTHONFAULTHANDLER": "1",  # stacks on SIGABRT, should the pair hang,
+                "PYTHONUNBUFFERED": "1",  # and every line printed before it
+            },
             start_new_session=True,
         )
         for node in range(2)
     ]
-    outputs = [finish(node) for node in nodes]
+    outputs = finish_together(nodes)
     for node, (_, err) in zip(nodes, outputs, strict=True):
         assert node.returncode == 0, err[-3000:]
     written = [p for p in (tmp_path / "node0", tmp_path / "node1") if (p / "run").exists()]
