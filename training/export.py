@@ -202,9 +202,9 @@ def written(error: OSError | OutputError) -> str:
     return str(error)
 
 
-def handed_over(run: RunFolder) -> Literal["averaged", "latest"]:
-    """The policy training hands over, as its closing lines name it: the last weights averaged
-    with the run's last snapshots, or the last weights alone for a run of --average-last 0."""
+def default_which(run: RunFolder) -> Literal["averaged", "latest"]:
+    """--which by default: the policy training hands over, as its closing lines name it (the
+    last weights averaged with the run's last snapshots, or alone for --average-last 0)."""
     return "averaged" if run.config.average_last > 0 else "latest"
 
 
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         run = RunFolder.open(args.source)
     except RunFolderError as error:
         fail(str(error))
-    which = args.which or handed_over(run)
+    which = args.which or default_which(run)
     out = args.out or args.source / f"{which}.onnx"
     checkpoint_name = "latest" if which == "averaged" else which
     weights, state = (
