@@ -73,12 +73,8 @@ def start(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Po
 
 
 def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[str, str]:
-    try:
-        return process.communicate(timeout=timeout)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
+    """``process``'s output once it ends (:func:`finish_together`)."""
+    return finish_together([process], timeout)[0]
 
 
 def finish_together(
@@ -87,7 +83,8 @@ def finish_together(
     """Every process's output, read at once (the one read last must not stall on a full pipe,
     nor lose its output when another hangs). After ``timeout`` every process still running
     and those it started get SIGABRT (started with ``PYTHONFAULTHANDLER=1``, a Python process
-    then prints every thread's stack), then SIGKILL, and the test fails with every output."""
+    then prints every thread's stack), then SIGKILL (and the process group each leads), and the
+    test fails with every output."""
     outputs: list[tuple[str, str] | None] = [None] * len(processes)
 
     def read(index: int) -> None:
@@ -110,6 +107,8 @@ def finish_together(
         for pid in [*descendants(process.pid), process.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # its group too, when it leads one
+            os.killpg(process.pid, signal.SIGKILL)
     for reader in readers:
         reader.join(60)
     texts = [out or ("", "") for out in outputs]
