@@ -10,8 +10,6 @@ from __future__ import annotations
 import io
 import os
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from commands import run
 from hostile_onnx import spin_body
 from onnx import TensorProto, helper, numpy_helper
 
@@ -487,15 +486,10 @@ def test_play_ends_in_the_policy_s_sentence(tmp_path: Path) -> None:
 
 
 def test_evaluate_ends_in_the_policy_s_sentence(tmp_path: Path) -> None:
+    """evaluate.py's command line (run in this process as its interpreter would, a traceback
+    that escaped included)."""
     path = overflowing(tmp_path / "breaks.onnx")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "training" / "evaluate.py"), "--model", str(path),
-         "--matches", "2", "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-    )  # fmt: skip
+    done = run(ROOT / "training" / "evaluate.py", "--model", path, "--matches", 2, "--no-progress")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith(f"error: {path} gave logits that are not finite")
     assert done.stderr.count("\n") == 1

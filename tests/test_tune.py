@@ -584,7 +584,7 @@ def test_report_of_many_seed_studies_matches_rliable(
     rng = np.random.default_rng(7)
     finals = {"a": seeds_study(url, "a", 7, rng), "b": seeds_study(url, "b", 5, rng)}
     out = tmp_path / "report"
-    report.main(["--study", "a", "b", "--storage", url, "--out", str(out), "--reps", "300"])
+    report.main(["--study", "a", "b", "--storage", url, "--out", str(out), "--reps", "100"])
     table = (out / "report.md").read_text()
     figures = json.loads((out / "report.json").read_text())["figures"]
     assert "match_exploitability" not in figures  # no run measured it: no row
@@ -593,7 +593,7 @@ def test_report_of_many_seed_studies_matches_rliable(
             continue
         for group, runs in finals.items():
             values = [final[key] for final in runs if key in final]
-            iqm, low, high = rliable_iqm(values, reps=300)
+            iqm, low, high = rliable_iqm(values, reps=100)
             entry = figures[key][group]
             assert entry["runs"] == len(values) == (len(runs) - (key == "exploitability"))
             assert entry["iqm"] == pytest.approx(iqm) and entry["ci95"] == pytest.approx(
@@ -665,7 +665,8 @@ def test_report_of_run_folders_says_when_each_regret_level_was_reached(
     (run / "eval.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (run / "final.onnx").write_bytes(b"")
     out = tmp_path / "report"
-    report.main(["--runs", str(tmp_path / "group"), "--out", str(out), "--no-exploitability"])
+    args = ["--runs", str(tmp_path / "group"), "--out", str(out), "--reps", "50"]
+    report.main([*args, "--no-exploitability"])
     quality = json.loads((out / "report.json").read_text())["figures"]["time_to_quality"]
     assert quality["group"]["run0"] == {
         "0.1": {"steps": 500, "minutes": 1.5},
