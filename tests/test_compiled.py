@@ -265,7 +265,7 @@ def test_a_pickled_or_copied_batch_steps_like_the_original(backend: str) -> None
     for _ in range(5):
         env.step(random_actions(rng, env.action_masks(), 9, 0.0))
     copies = [pickle.loads(pickle.dumps(env)), copy.deepcopy(env)]
-    actions = [random_actions(rng, env.action_masks(), 9, 0.05) for _ in range(30)]
+    actions = [random_actions(rng, env.action_masks(), 9, 0.05) for _ in range(12)]
     outs = [[e.step(a) for a in actions] for e in (env, *copies)]
     for other in outs[1:]:
         for step, (a, b) in enumerate(zip(outs[0], other, strict=True)):
