@@ -166,8 +166,12 @@ def test_the_margins_critic_reads_match_views_and_a_table_of_their_shape() -> No
     with pytest.raises(ValueError, match="reads the match-afterstates encoding's views"):
         RingViews(VIEW, (8,), nn.ReLU, critic="margins")
     net = network("margins")
-    with pytest.raises(ValueError, match=r"margin values must be \(21, 21, 2, 37\) finite"):
+    with pytest.raises(
+        ValueError, match=r"must have the shape \(21, 21, 2, 37\), got \(21, 21, 2\)"
+    ):
         net.set_margin_values(np.zeros((21, 21, 2)))
+    with pytest.raises(ValueError, match="must be finite numbers, got NaN or infinity"):
+        net.set_margin_values(np.full((21, 21, 2, 37), np.nan))
     with pytest.raises(ValueError, match="is for critic='margins', not 'expected'"):
         network("expected").set_margin_values(np.zeros((21, 21, 2, 37)))
 

@@ -111,11 +111,11 @@ class RingViews(nn.Module):
         if self.critic != "margins":
             raise ValueError(f"set_margin_values is for critic='margins', not {self.critic!r}")
         table = th.as_tensor(values, dtype=th.float32)
-        if table.shape != self.margin_values.shape or not bool(th.isfinite(table).all()):
-            raise ValueError(
-                f"margin values must be {tuple(self.margin_values.shape)} finite numbers, got "
-                f"shape {tuple(table.shape)}"
-            )
+        shape = tuple(self.margin_values.shape)
+        if table.shape != shape:
+            raise ValueError(f"margin values must have the shape {shape}, got {tuple(table.shape)}")
+        if not bool(th.isfinite(table).all()):
+            raise ValueError("margin values must be finite numbers, got NaN or infinity")
         self.margin_values.copy_(table)
 
     def _autocast(self) -> th.autocast:
