@@ -30,24 +30,11 @@ def positions(count: int = 600) -> tuple[th.Tensor, np.ndarray]:
     return th.as_tensor(obs), mask
 
 
-def match_positions(envs: int = 64, steps: int = 40) -> tuple[th.Tensor, np.ndarray]:
+def match_positions() -> tuple[th.Tensor, np.ndarray]:
     """Observations (``match-afterstates``) and legal-move masks of random play in matches
     from random scores: moves that end a round among them, and every score near the end."""
-    env = ButtonUpVectorEnv(
-        envs, opponent="random", encoding="match-afterstates", episode="match", random_score=1.0
-    )
-    obs, _ = env.reset(seed=4)
-    rng = np.random.default_rng(4)
-    seen, masks = [], []
-    for _ in range(steps):
-        mask = env.action_masks()
-        seen.append(obs.copy())
-        masks.append(mask)
-        choice = (rng.random(len(mask)) * mask.sum(1)).astype(int)
-        obs, *_ = env.step(
-            np.array([np.flatnonzero(r)[k] for r, k in zip(mask, choice, strict=True)])
-        )
-    return th.as_tensor(np.concatenate(seen)), np.concatenate(masks)
+    obs, mask = random_play(64, 40, 4, "match-afterstates", episode="match", random_score=1.0)
+    return th.as_tensor(obs), mask
 
 
 def network(critic: str, shared: bool = True) -> RingViews:
