@@ -9,20 +9,12 @@ from buttonup_env.envs.vector import ButtonUpVectorEnv
 
 
 def random_play(
-    envs: int,
-    steps: int,
-    seed: int,
-    encoding: str = "afterstates",
-    episode: str = "round",
-    random_score: float = 0.0,
+    envs: int, steps: int, seed: int, encoding: str = "afterstates"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Observations and legal-move masks of ``envs`` games (``episode``: one round, or a match
-    from a random score with probability ``random_score``) in ``encoding``, for ``steps``
-    agent moves each (a legal move drawn uniformly), against the random bot: every position
-    the agents met, one row each."""
-    env = ButtonUpVectorEnv(
-        envs, opponent="random", encoding=encoding, episode=episode, random_score=random_score
-    )
+    """Observations and legal-move masks of ``envs`` one-round games in ``encoding``, for
+    ``steps`` agent moves each (a legal move drawn uniformly), against the random bot: every
+    position the agents met, one row each."""
+    env = ButtonUpVectorEnv(envs, opponent="random", encoding=encoding, episode="round")
     obs, _ = env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     seen, masks = [], []

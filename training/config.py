@@ -123,14 +123,11 @@ class TrainConfig:
     """Multiply in bfloat16 in the per-view layers (buttonup_env.learn.nets.RingPolicy): by
     default where the CPU does it in hardware (buttonup_env.learn.hardware.fast_bfloat16: updates
     run about 1.5 times as fast), not elsewhere (emulated, slower)."""
-    critic: Literal["expected", "pooled", "margins"] = "expected"
+    critic: Literal["expected", "pooled"] = "expected"
     """How the critic values a position (buttonup_env.learn.nets.RingViews): expected, the value of
     each move's afterstate (one linear unit on its view's features) weighted by the policy's
     probability of the move; pooled, a linear layer on the mean and the max of the views'
-    features (its backward pass makes updates about a third slower); margins, expected with
-    each afterstate valued by a distribution over the round's margin, each margin worth what
-    the table of round starts values it at the score (needs --bootstrap-values table or
-    scaled-table, and the match-afterstates encoding)."""
+    features (its backward pass makes updates about a third slower)."""
     active_features: bool = True
     """The first layer adds up the weight rows of each view's active features (at most 11 of
     245 inputs are 1; buttonup_env.learn.active), in float32: the dense layer's function with a
@@ -437,14 +434,6 @@ def check_objective(config: RunConfig) -> None:
         raise ValueError(
             "--bootstrap-rounds needs --objective match (a round's end is a round episode's "
             "end); add --no-bootstrap-rounds"
-        )
-    if config.critic == "margins" and (
-        config.bootstrap_values == "critic" or config.encoding != "match-afterstates"
-    ):
-        raise ValueError(
-            "--critic margins values the round's margins by the table of round starts: it "
-            "needs --bootstrap-values table or scaled-table and --encoding match-afterstates "
-            f"(got {config.bootstrap_values} and {config.encoding})"
         )
     if config.random_score and config.objective != "match":
         raise ValueError(

@@ -7,10 +7,7 @@ the same views, so its value is the same for every rotation too: by default (``c
 a linear layer on the mean and the max of the views' features; with ``critic="expected"`` (what
 ``training/train.py`` trains) each legal move's view gets a value of its own (with the
 ``afterstates`` encoding: the value of the position after the move), and the position's value is
-their average weighted by the policy's probabilities of the moves. ``critic="margins"`` (for the
-``match-afterstates`` encoding) is the expected critic whose afterstate values come from a
-distribution over the round's margin, valued by what each margin is worth in the match at the
-view's score (:meth:`RingViews.set_margin_values`).
+their average weighted by the policy's probabilities of the moves.
 """
 
 from __future__ import annotations
@@ -25,20 +22,13 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from torch import nn
 from torch.nn import functional as F
 
-from ..game.encoding import BOARD_FEATURES, CHANNELS, MAX_LEGAL, TO_GO, MatchAfterstateEncoding
-from ..game.rules import MAX_ROUND_MARGIN
+from ..game.encoding import CHANNELS, MAX_LEGAL
 from .active import END, MAX_ACTIVE, active_features, active_linear
 from .hardware import fast_bfloat16 as fast_bfloat16  # its home before: still importable here
 
-CRITICS = ("expected", "pooled", "margins")
-"""How :class:`RingViews` values a position (its ``critic`` argument)."""
+CRITICS = ("expected", "pooled")
 _MASKED = -1e8  # an illegal move's logit, as sb3-contrib's MaskableCategorical sets it
-MARGINS = 2 * MAX_ROUND_MARGIN + 1
-"""The round's margins a ``margins`` critic gives probabilities to: -18 to 18, the mover's."""
-_OVER = BOARD_FEATURES + 1  # a view's flag: the move ends the round
-_OWN = MatchAfterstateEncoding.view_size - 2 * TO_GO - 1  # the mover's points to go, one-hot
-_OTHER = _OWN + TO_GO  # the opponent's
-_STARTS = _OTHER + TO_GO  # the mover starts the round of the position after the move
+"""How :class:`RingViews` values a position (its ``critic`` argument)."""
 
 
 def _mlp(sizes: Sequence[int], activation: type[nn.Module]) -> nn.Sequential:
@@ -57,15 +47,6 @@ class RingViews(nn.Module):
     afterstate, and the value is those scores averaged with the policy's probabilities of the
     moves, held fixed so that the value loss trains the critic only. It costs a unit where
     pooling costs a reduction over the views, whose backward pass is the dearer one.
-
-    ``critic="margins"`` (views of the ``match-afterstates`` encoding): as ``expected``, but a
-    move's afterstate value is ``sum_m p(m) * u(m)``: ``p`` a distribution over the round's
-    margin (-18 to 18, the mover's) from 37 more units, and ``u`` what each margin is worth in
-    the match from the round's score and starter as the view gives them (a table given by
-    :meth:`set_margin_values`, learnt by the training). So the value at every score follows
-    from one belief about the round's result, learnt from the rounds of all scores. A move that
-    ends the round has its own unit's value, as with ``expected`` (its view gives the next
-    round's score, whose value the margin's table does not hold).
     """
 
     def __init__(
@@ -90,33 +71,11 @@ class RingViews(nn.Module):
         self.actor_score = nn.Linear(sizes[-1], 1)
         self.critic_body = self.actor_body if shared else _mlp(sizes, activation)
         self.latent_dim_pi = MAX_LEGAL
-        if critic == "margins" and view_size != MatchAfterstateEncoding.view_size:
-            raise ValueError(
-                f"critic='margins' reads the match-afterstates encoding's views "
-                f"({MatchAfterstateEncoding.view_size} features), got views of {view_size}"
-            )
-        if critic == "pooled":
-            self.latent_dim_vf = 2 * sizes[-1]
-        else:
-            self.critic_score = nn.Linear(sizes[-1], 1 + (MARGINS if critic == "margins" else 0))
+        if critic == "expected":
+            self.critic_score = nn.Linear(sizes[-1], 1)
             self.latent_dim_vf = 1
-        if critic == "margins":  # [own to go, other's to go, starts, margin + 18]
-            self.register_buffer("margin_values", th.zeros(TO_GO, TO_GO, 2, MARGINS))
-
-    def set_margin_values(self, values: np.ndarray | th.Tensor) -> None:
-        """What each margin of a round is worth in the match, by the round's start:
-        ``values[own, other, starts, margin + 18]``, with ``own`` and ``other`` the points the
-        mover and the opponent need (0 to 20, as the views' one-hots) and ``starts`` 1 where the
-        mover started the round (``critic="margins"`` only)."""
-        if self.critic != "margins":
-            raise ValueError(f"set_margin_values is for critic='margins', not {self.critic!r}")
-        table = th.as_tensor(values, dtype=th.float32)
-        shape = tuple(self.margin_values.shape)
-        if table.shape != shape:
-            raise ValueError(f"margin values must have the shape {shape}, got {tuple(table.shape)}")
-        if not bool(th.isfinite(table).all()):
-            raise ValueError("margin values must be finite numbers, got NaN or infinity")
-        self.margin_values.copy_(table)
+        else:
+            self.latent_dim_vf = 2 * sizes[-1]
 
     def _autocast(self) -> th.autocast:
         """bfloat16 matrix products on the CPU when asked (weights and outputs stay float32)."""
@@ -164,51 +123,19 @@ class RingViews(nn.Module):
         return self._bound(scores)
 
     def _fused(self) -> bool:
-        """Whether actor and critic score the same per-view features (a per-view critic on
+        """Whether actor and critic score the same per-view features (the expected critic on
         shared layers), so that one matrix product gives both scores."""
-        return self.critic != "pooled" and self.critic_body is self.actor_body
+        return self.critic == "expected" and self.critic_body is self.actor_body
 
-    def _both_scores(self, body: th.Tensor, views: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        """The actor's logits and the critic's per-view values in one product: the score
+    def _both_scores(self, body: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """The actor's logits and the critic's per-view values in one product: the two score
         units side by side (the same parameters as ``actor_score`` and ``critic_score``; one
         product instead of two, and one gradient through the shared features)."""
         weight = th.cat([self.actor_score.weight, self.critic_score.weight])
         bias = th.cat([self.actor_score.bias, self.critic_score.bias])
         with self._autocast():
             both = F.linear(body, weight, bias)
-        return self._bound(both[..., 0]), self._view_values(both[..., 1:], views)
-
-    def _critic_values(self, body: th.Tensor, views: th.Tensor) -> th.Tensor:
-        """The per-view values from the critic's per-view features (its own unit or units)."""
-        with self._autocast():
-            out = self.critic_score(body)
-        return self._view_values(out, views)
-
-    def _view_values(self, out: th.Tensor, views: th.Tensor) -> th.Tensor:
-        """Each view's value from the critic's units ``out`` (one, or one and 37 margins'
-        logits): the unit itself, or for ``margins`` the margins' expected worth in the match
-        where the move does not end the round."""
-        if self.critic != "margins":
-            return out[..., 0]
-        out = out.float()
-        own, other, starts, over = self._match(views)
-        worth = self.margin_values[own, other, starts]
-        expected = (th.softmax(out[..., 1:], dim=-1) * worth).sum(dim=-1)
-        return th.where(over, out[..., 0], expected)
-
-    @staticmethod
-    def _match(views: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor, th.Tensor]:
-        """Of each ``match-afterstates`` view: the mover's points to go, the opponent's,
-        whether the mover starts, whether the move ends the round (an empty view: 0, 0, no,
-        no)."""
-        if views.dtype == th.int16:  # lists of the active features, END after them
-            v = views.long()
-            own = th.where((v >= _OWN) & (v < _OTHER), v - _OWN, 0).sum(dim=-1)
-            other = th.where((v >= _OTHER) & (v < _STARTS), v - _OTHER, 0).sum(dim=-1)
-            return own, other, (v == _STARTS).any(dim=-1).long(), (v == _OVER).any(dim=-1)
-        own = views[..., _OWN:_OTHER].argmax(dim=-1)
-        other = views[..., _OTHER:_STARTS].argmax(dim=-1)
-        return own, other, (views[..., _STARTS] > 0.5).long(), views[..., _OVER] > 0.5
+        return self._bound(both[..., 0]), both[..., 1]
 
     @staticmethod
     def _pooled(body: th.Tensor) -> th.Tensor:
@@ -226,14 +153,13 @@ class RingViews(nn.Module):
         return (weights * values.float()).sum(dim=1, keepdim=True)
 
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
-        views = self._views(features)
-        body = self._body(self.actor_body, views)
+        body = self._body(self.actor_body, self._views(features))
         if self._fused():  # the same product as in forward(), so the same logits
-            return self._both_scores(body, views)[0]
+            return self._both_scores(body)[0]
         return self._scores(body)
 
     def forward_critic(self, features: th.Tensor) -> th.Tensor:
-        if self.critic != "pooled":  # the value needs the actor's scores too
+        if self.critic == "expected":  # the value needs the actor's scores too
             return self.forward(features)[1]
         return self._pooled(self._body(self.critic_body, self._views(features)))
 
@@ -248,15 +174,16 @@ class RingViews(nn.Module):
         operations: one masked log-softmax serves the log-probabilities, the entropy and the
         value's weights (an update's evaluation and backward pass: 143 torch operations where
         sb3-contrib's path runs 199, counted with torch.profiler)."""
-        if self.critic == "pooled":
-            raise ValueError("log_probs_and_value needs a per-view critic, not 'pooled'")
+        if self.critic != "expected":
+            raise ValueError(f"log_probs_and_value needs the expected critic, not {self.critic!r}")
         views = self._views(features)
         body = self._body(self.actor_body, views)
         if self._fused():
-            scores, values = self._both_scores(body, views)
+            scores, values = self._both_scores(body)
         else:
             scores = self._scores(body)
-            values = self._critic_values(self._body(self.critic_body, views), views)
+            with self._autocast():
+                values = self.critic_score(self._body(self.critic_body, views)).squeeze(-1)
         log_probs = th.log_softmax(scores.masked_fill(~masks, _MASKED), dim=1)
         weights = log_probs.detach().exp().masked_fill(~masks, 0.0)  # no legal move: value 0
         value = (weights * values.float()).sum(dim=1, keepdim=True)
@@ -266,13 +193,15 @@ class RingViews(nn.Module):
         views = self._views(features)
         body = self._body(self.actor_body, views)
         if self._fused():
-            scores, values = self._both_scores(body, views)
+            scores, values = self._both_scores(body)
             return scores, self._expected(features, scores, values)
         scores = self._scores(body)
         if self.critic_body is not self.actor_body:  # separate layers: the critic's own pass
             body = self._body(self.critic_body, views)
-        if self.critic != "pooled":
-            return scores, self._expected(features, scores, self._critic_values(body, views))
+        if self.critic == "expected":
+            with self._autocast():
+                values = self.critic_score(body).squeeze(-1)
+            return scores, self._expected(features, scores, values)
         return scores, self._pooled(body)
 
 
@@ -336,7 +265,7 @@ class RingPolicy(MaskableActorCriticPolicy):
         super()._build(lr_schedule)
         # the views already give one logit each: no extra layer on top
         self.action_net = nn.Identity()
-        if self.critic != "pooled":  # the views already give the value
+        if self.critic == "expected":  # the views already give the value
             self.value_net = nn.Identity()
         nn.init.orthogonal_(self.mlp_extractor.actor_score.weight, gain=0.01)
         nn.init.zeros_(self.mlp_extractor.actor_score.bias)
@@ -378,7 +307,7 @@ class RingPolicy(MaskableActorCriticPolicy):
     def _fast(self, action_masks: object) -> bool:
         """Whether the expected critic's own pass (:meth:`RingViews.log_probs_and_value`)
         stands in for sb3-contrib's masked distribution: same numbers, cheaper."""
-        return action_masks is not None and self.critic != "pooled"
+        return action_masks is not None and self.critic == "expected"
 
     def forward(
         self,

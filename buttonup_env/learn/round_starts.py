@@ -100,44 +100,6 @@ class RoundStartValues:
         variance = self.squares[index] - self.values[index] ** 2
         return np.maximum(np.sqrt(np.maximum(variance, 0.0)), floor)
 
-    def margin_values(self, scaled: bool, to_go: int = 21, max_margin: int = 18) -> np.ndarray:
-        """What each margin of a round is worth by the round's start, as this table values what
-        follows it: ``[own, other, starts, margin + max_margin]``, with ``own`` and ``other``
-        the points each still needs (1 to the target; 0 where the match is over: zeros),
-        ``starts`` 1 where the player started the round, and the margin the player's. A margin
-        that reaches the target is +1 (-1 for the opponent's); else the value of the next
-        round's start (the starter holds fewer points, or on equal points is the one who did
-        not start). ``scaled``: centred and scaled as ``BootstrapTruncated(scale=True)`` scales
-        a round's result, by the mean and the spread from the round's start."""
-        target = self.target
-        if target >= to_go:
-            raise ValueError(f"the points to go are one-hot up to {to_go - 1}, not {target}")
-        k = np.arange(1, target + 1)
-        margins = np.arange(-max_margin, max_margin + 1)
-        k1, k2, starts, m = np.meshgrid(k, k, (0, 1), margins, indexing="ij")
-        own, other = target - k1, target - k2
-        own_after, other_after = own + np.maximum(m, 0), other + np.maximum(-m, 0)
-        starts_next = np.where(own_after == other_after, 1 - starts, own_after < other_after)
-        last = target - 1
-        worth = np.where(
-            own_after >= target,
-            1.0,
-            np.where(
-                other_after >= target,
-                -1.0,
-                self.values[
-                    np.minimum(own_after, last), np.minimum(other_after, last), starts_next
-                ],
-            ),
-        )
-        if scaled:
-            start = np.stack([own.ravel(), other.ravel(), starts.ravel()], axis=1)
-            spread = self.spread(start).reshape(worth.shape)
-            worth = (worth - self.values[own, other, starts]) / spread
-        out = np.zeros((to_go, to_go, 2, 2 * max_margin + 1))
-        out[1 : target + 1, 1 : target + 1] = worth
-        return out
-
     def _learn(self, start: np.ndarray, after: np.ndarray) -> None:
         """Move each start's value (and its mirror, the opponent's) towards ``after``."""
         mirror = np.stack([start[:, 1], start[:, 0], 1 - start[:, 2]], axis=1)

@@ -211,9 +211,6 @@ class BootstrapTruncated(BaseCallback):
     score's results, so the best moves at every score stay the same, while a round at 0-0,
     where a point moves the match a little, teaches as much as one at 14-14, where it decides
     it (per-task return scaling, as PopArt does for many tasks).
-
-    A policy whose critic values the round's margins (``RingPolicy(critic="margins")``) is
-    given the table's worth of every margin (scaled with ``scale``) at each rollout's start.
     """
 
     def __init__(self, round_starts: RoundStartValues | None = None, scale: bool = False) -> None:
@@ -222,16 +219,6 @@ class BootstrapTruncated(BaseCallback):
             raise ValueError("scale=True scales by a table's spreads: pass round_starts too")
         self.round_starts = round_starts
         self.scale = scale
-
-    def _on_rollout_start(self) -> None:
-        extractor = getattr(self.model.policy, "mlp_extractor", None)
-        if getattr(extractor, "critic", None) != "margins":
-            return
-        if self.round_starts is None:
-            raise ValueError(
-                "a critic of the round's margins values them by a table of round starts"
-            )
-        extractor.set_margin_values(self.round_starts.margin_values(self.scale))
 
     def _on_step(self) -> bool:
         infos = self.locals["infos"]
