@@ -62,6 +62,9 @@ def test_the_margin_player_errs_only_where_the_match_asks_for_another_move(
     assert "0-0" in found.summary() and worst.board in found.summary()
 
 
+# slow: a third audit of 2 x 774,168 choices; the margin player's audit at two scores above
+# stays in the default suite
+@pytest.mark.slow
 def test_scores_are_audited_one_by_one() -> None:
     found = audit(RandomBot(), [(3, 4), (14, 14)], target=15, worst=0)
     assert set(found.by_score) == {(3, 4), (14, 14)}

@@ -253,7 +253,9 @@ def arrays(out: tuple[Any, ...]) -> list[np.ndarray]:
     return [np.asarray(v) for v in values] + [np.asarray(v) for v in info.values()]
 
 
-@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize(  # numba is the default backend; numpy is its reference, checked slow
+    "backend", ["numba", pytest.param("numpy", marks=pytest.mark.slow)]
+)
 def test_a_pickled_or_copied_batch_steps_like_the_original(backend: str) -> None:
     """A copy has generators of its own: it must draw from them, never from the original's."""
     import copy

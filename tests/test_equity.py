@@ -88,7 +88,7 @@ def test_colour_symmetry() -> None:
     assert np.max(np.abs(red - mirrored)) < 1e-12
 
 
-@pytest.mark.parametrize("target", [2, 3, 15])
+@pytest.mark.parametrize("target", [2, pytest.param(3, marks=pytest.mark.slow), 15])
 def test_every_round_start_is_the_mean_of_its_layouts(target: int) -> None:
     """The Bellman equation at round starts: each entry is the mean over the 1,680 set-ups of
     the best first move's value (the fixed point of the tie included)."""

@@ -494,7 +494,14 @@ PLAYERS = ("random", "greedy", "perfect-0.3", "buttonup-ppo")
 
 @pytest.mark.parametrize(  # each player on one of the set-ups (every pair: on many layouts)
     ("player", "layout", "first"),
-    [(player, *EXPLOITED[i % 2]) for i, player in enumerate(PLAYERS)],
+    [  # the greedy bot and the shipped agent in the default suite, the others slow
+        pytest.param(
+            player,
+            *EXPLOITED[i % 2],
+            marks=pytest.mark.slow if player in ("random", "perfect-0.3") else (),
+        )
+        for i, player in enumerate(PLAYERS)
+    ],
 )
 def test_openspiels_exploitability_is_the_packages(player: str, layout: str, first: str) -> None:
     game = round_game(layout, first)

@@ -457,10 +457,11 @@ def test_the_first_stop_signal_asks_and_the_second_one_stops_at_once(
             [1e-3, 0.8e-3, 0.6e-3, 0.4e-3],
             [2.0, 1.75, 1.5, 1.25],
         ),
-        (
+        pytest.param(
             ["--learning-rate-end", "0", "--margin-weight", "4", "--margin-weight-end", "0"],
             [1e-3, 0.75e-3, 0.5e-3, 0.25e-3],
             [4.0, 3.0, 2.0, 1.0],
+            marks=pytest.mark.slow,  # one more training
         ),
         pytest.param(  # a constant rate
             ["--learning-rate-end", "None", "--margin-weight-end", "0"],

@@ -577,6 +577,9 @@ def rliable_iqm(values: list[float], reps: int) -> tuple[float, float, float]:
     return float(point["x"][0]), float(interval["x"][0, 0]), float(interval["x"][1, 0])
 
 
+# slow: two studies' runs bootstrapped twice, by report.py and by rliable; the report of run
+# folders below stays in the default suite
+@pytest.mark.slow
 def test_report_of_many_seed_studies_matches_rliable(
     report: ModuleType, tmp_path: Path, training_script: Callable[[str], ModuleType]
 ) -> None:
