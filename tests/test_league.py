@@ -110,6 +110,8 @@ def test_graded_bots_play_as_the_perfect_bot_the_random_bot_and_between(
     """perfect-0 lifts only the match's best slots, evenly (as PerfectBot); perfect-1 every
     legal slot evenly (as RandomBot); perfect-0.3 the mixture. A chi-square test over all the
     positions' counts, and no slot outside the support."""
+    from scipy import stats  # not at the module's top: every xdist worker collects every module
+
     states = positions(1, 120)
     draws = 200
     observed, expected = [], []
@@ -122,8 +124,6 @@ def test_graded_bots_play_as_the_perfect_bot_the_random_bot_and_between(
                 expected.append(q * draws)
     dof = len(observed) - len(states)
     statistic = sum((o - e) ** 2 / e for o, e in zip(observed, expected, strict=True))
-    from scipy import stats  # here, not at the top: the suite's other modules need none of it
-
     assert stats.chi2.sf(statistic, max(dof, 1)) > 1e-4, (statistic, dof)
 
 

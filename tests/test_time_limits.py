@@ -142,8 +142,12 @@ def script(name: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "command",  # league.py's path is evaluate.py's, in one more interpreter
-    ["buttonup-play", "evaluate.py", pytest.param("league.py", marks=pytest.mark.slow)],
+    "command",  # the same limit on the policy in each; league.py's path is evaluate.py's
+    [
+        "buttonup-play",
+        pytest.param("evaluate.py", marks=pytest.mark.slow),
+        pytest.param("league.py", marks=pytest.mark.slow),
+    ],
 )
 def test_a_command_ends_in_the_policy_s_sentence(command: str, tmp_path: Path) -> None:
     path = save(after_trial(), tmp_path / "spins.onnx")
@@ -259,6 +263,9 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+# slow: a server of its own with eight spinning policies; the web app's survival of eight
+# hostile policies above and a signal stopping the server (test_web_limits.py) stay default
+@pytest.mark.slow
 def test_sigterm_ends_the_server_with_status_0_while_eight_policies_spin(tmp_path: Path) -> None:
     """The eight runs are under way (their limit is a minute) when SIGTERM comes: the server
     stops them and exits with status 0 (it aborted, status -6, when a thread came back from

@@ -278,7 +278,7 @@ def check_request(new_game: bytes, move: bytes) -> None:
         assert FUZZ_CLIENT.get(f"/api/games/{game}").json() == before
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(new_game=bodies, move=move_bodies)
 def test_no_request_body_makes_the_api_fail(new_game: bytes, move: bytes) -> None:
     check_request(new_game, move)  # 3,000 bodies in the long run (the slow tests, in CI)
