@@ -752,18 +752,16 @@ def test_report_measures_the_match_exploitability_when_asked(
     assert measured == []  # not asked: not measured
     figures = json.loads((out / "report.json").read_text())["figures"]
     assert "match_exploitability" not in figures
+    linear_policy(run / "averaged.onnx", "match-afterstates", 4)  # the policy training names
     report.main([*args, "--no-exploitability", "--match-exploitability", "--force"])
     assert len(measured) == 1 and measured[0].encoding.name == "match-afterstates"
-    assert Path(measured[0].path).name == "final.onnx"  # the run wrote no averaged policy
+    assert Path(measured[0].path).name == "averaged.onnx"  # not final.onnx beside it
     figures = json.loads((out / "report.json").read_text())["figures"]
     assert figures["match_exploitability"]["group"]["iqm"] == pytest.approx(0.0125)
     assert (
         "| match exploitability (winning probability) | group | 1 | 0.0125 |"
         in (out / "report.md").read_text()
     )
-    linear_policy(run / "averaged.onnx", "match-afterstates", 4)  # the policy training names
-    report.main([*args, "--no-exploitability", "--match-exploitability", "--force"])
-    assert len(measured) == 2 and Path(measured[1].path).name == "averaged.onnx"
     capsys.readouterr()
     with pytest.raises(SystemExit) as stopped:
         report.main(["--study", "x", "--match-exploitability"])
@@ -771,6 +769,17 @@ def test_report_measures_the_match_exploitability_when_asked(
     assert capsys.readouterr().err.strip() == (
         "error: --match-exploitability measures the policies of run folders: give --runs FOLDER"
     )
+
+
+def test_a_run_hands_over_its_averaged_policy_or_else_its_final_one(tmp_path: Path) -> None:
+    """What report.py and tune.py measure of a run: averaged.onnx where training wrote one,
+    final.onnx in a run without it (--average-last 0, or a run older than the file)."""
+    from training.studies import handed_over
+
+    (tmp_path / "final.onnx").write_bytes(b"")
+    assert handed_over(tmp_path) == tmp_path / "final.onnx"
+    (tmp_path / "averaged.onnx").write_bytes(b"")
+    assert handed_over(tmp_path) == tmp_path / "averaged.onnx"
 
 
 def report_run(tmp_path: Path) -> Path:
