@@ -729,8 +729,8 @@ def test_report_measures_the_match_exploitability_when_asked(
     capsys: pytest.CaptureFixture,
 ) -> None:
     """--match-exploitability: the policy each run hands over (averaged.onnx where it wrote one,
-    else final.onnx) measured exactly (here a stand-in for the minute it takes), in the table;
-    refused without run folders."""
+    else final.onnx: the test below) measured exactly (here a stand-in for the minute it
+    takes), in the table; refused without run folders."""
     import buttonup_env.players.best_response as best_response
 
     measured = []
