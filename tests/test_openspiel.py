@@ -8,6 +8,7 @@ import itertools
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,6 @@ import pytest
 pytest.importorskip("pyspiel", reason="needs the openspiel extra: pip install -e '.[openspiel]'")
 
 import pyspiel
-from open_spiel.integration_tests import api_test
 from open_spiel.python import policy as openspiel_policy
 from open_spiel.python.algorithms import evaluate_bots, exploitability, mcts, minimax
 
@@ -243,7 +243,16 @@ def tree_counts(layout: str, firsts: tuple[str, ...]) -> tuple[int, int, int]:
     return int(len(firsts) > 1), playable, terminal
 
 
-def test_the_api_checks_are_all_accounted_for() -> None:
+@pytest.fixture(scope="module")
+def api_test() -> ModuleType:
+    """OpenSpiel's ``integration_tests/api_test.py``, imported by the tests that use it (its
+    import takes a second or so, and every xdist worker collects every module)."""
+    from open_spiel.integration_tests import api_test
+
+    return api_test
+
+
+def test_the_api_checks_are_all_accounted_for(api_test: ModuleType) -> None:
     """A check added to OpenSpiel's api_test is either run here or said not to apply."""
     full = {n for n in dir(api_test.EnforceAPIOnFullTreeBase) if n.startswith("test_")}
     partial = {n for n in dir(api_test.EnforceAPIOnPartialTreeBase) if n.startswith("test_")}
@@ -252,7 +261,7 @@ def test_the_api_checks_are_all_accounted_for() -> None:
 
 
 @pytest.fixture(scope="module", params=sorted(FULL_TREE_GAMES))
-def full_tree(request: pytest.FixtureRequest) -> Iterator[type]:
+def full_tree(request: pytest.FixtureRequest, api_test: ModuleType) -> Iterator[type]:
     """An ``api_test.EnforceAPIOnFullTreeBase`` case class for one game, set up."""
     name = request.param
     params, firsts = FULL_TREE_GAMES[name]
@@ -274,7 +283,7 @@ def test_openspiel_api_checks_on_a_whole_round(full_tree: type, check: str) -> N
 
 
 @pytest.mark.parametrize("name", sorted(PARTIAL_TREE_GAMES))
-def test_openspiel_api_checks_on_sampled_states(name: str) -> None:
+def test_openspiel_api_checks_on_sampled_states(name: str, api_test: ModuleType) -> None:
     case = type(
         f"PartialTree_{name}",
         (api_test.EnforceAPIOnPartialTreeBase,),

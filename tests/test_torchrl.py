@@ -4,38 +4,48 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+from typing import TYPE_CHECKING
+
 import gymnasium as gym
 import numpy as np
 import pytest
-
-pytest.importorskip("torchrl", reason="needs the torchrl extra: pip install -e '.[torchrl]'")
-pytest.importorskip("pettingzoo", reason="needs the pettingzoo extra")
-
 import torch
-from tensordict.nn import TensorDictModule
 from torch import nn
-from torchrl.envs import GymWrapper, PettingZooWrapper, TransformedEnv, check_env_specs
-from torchrl.envs.transforms import ActionMask
-from torchrl.envs.utils import ExplorationType, set_exploration_type
-from torchrl.modules import MaskedOneHotCategorical, ProbabilisticActor
 
 import buttonup_env  # noqa: F401  (registers ButtonUp-v1)
 from buttonup_env.envs.wrappers import ActionMaskObservation, RingObservation
-from buttonup_env.pettingzoo import env as pettingzoo_env
 
+if TYPE_CHECKING:
+    from torchrl.envs import PettingZooWrapper, TransformedEnv
+
+# torchrl and tensordict are imported by the tests that use them, not when the module is
+# collected: their import takes seconds, and every xdist worker collects every module
 AGENTS = ("red", "black")
 
-pytestmark = pytest.mark.filterwarnings(  # TorchRL's note on the version it was tested with
-    "ignore:PettingZoo in TorchRL is tested using version:UserWarning"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        find_spec("torchrl") is None, reason="needs the torchrl extra: pip install -e '.[torchrl]'"
+    ),
+    pytest.mark.skipif(find_spec("pettingzoo") is None, reason="needs the pettingzoo extra"),
+    # TorchRL's note on the version it was tested with
+    pytest.mark.filterwarnings("ignore:PettingZoo in TorchRL is tested using version:UserWarning"),
+]
 
 
 def pettingzoo(seed: int, **kwargs: object) -> PettingZooWrapper:
+    from torchrl.envs import PettingZooWrapper
+
+    from buttonup_env.pettingzoo import env as pettingzoo_env
+
     torch.manual_seed(seed)
     return PettingZooWrapper(pettingzoo_env(**kwargs), use_mask=True, seed=seed)
 
 
 def gym_masked(inner: gym.Env, seed: int) -> TransformedEnv:
+    from torchrl.envs import GymWrapper, TransformedEnv
+    from torchrl.envs.transforms import ActionMask
+
     torch.manual_seed(seed)
     env = TransformedEnv(GymWrapper(ActionMaskObservation(inner)), ActionMask())
     env.set_seed(seed)
@@ -46,6 +56,8 @@ def gym_masked(inner: gym.Env, seed: int) -> TransformedEnv:
 
 
 def test_pettingzoo_wrapper_passes_check_env_specs() -> None:
+    from torchrl.envs import check_env_specs
+
     env = pettingzoo(0)
     check_env_specs(env)
     assert set(env.group_map) == set(AGENTS)
@@ -81,6 +93,8 @@ def test_pettingzoo_wrapper_rolls_out_whole_matches_with_masked_random_actions()
 
 @pytest.mark.parametrize("ring", [False, True], ids=["ButtonUp-v1", "RingObservation"])
 def test_gym_wrapper_with_the_action_mask_passes_check_env_specs(ring: bool) -> None:
+    from torchrl.envs import check_env_specs
+
     inner = gym.make("ButtonUp-v1")
     env = gym_masked(RingObservation(inner, "afterstates") if ring else inner, seed=0)
     check_env_specs(env)
@@ -105,6 +119,10 @@ def test_action_mask_masks_random_actions() -> None:
 
 def test_action_mask_masks_a_learned_policy() -> None:
     """A policy that prefers slot 0 above all plays it when it is legal and never when not."""
+    from tensordict.nn import TensorDictModule
+    from torchrl.envs.utils import ExplorationType, set_exploration_type
+    from torchrl.modules import MaskedOneHotCategorical, ProbabilisticActor
+
     torch.manual_seed(3)
     env = gym_masked(gym.make("ButtonUp-v1", target=5), seed=3)
     network = nn.Linear(247, 9)
