@@ -198,14 +198,15 @@ def test_bad_targets_are_refused(target: object) -> None:
 
 
 def test_perfect_play_of_the_match_beats_the_margin_player() -> None:
-    """Exactly, perfect play of the match (uniform among its best moves) wins 54.35% of
-    matches to 15 against the margin player; a head-to-head sums to one."""
+    """Perfect play of the match (uniform among its best moves) beats the margin player, and a
+    head-to-head sums to one. Here to 5, in a fraction of the time: its 54.35% of matches to
+    15 is held by test_match_script.py, whose training/match.py computes it the same way."""
     from buttonup_env.players.best_response import match_result
 
-    perfect_wins = match_result(PerfectBot(), MarginBot(), 15)
-    assert perfect_wins == pytest.approx(0.54345, abs=5e-5)
-    assert match_result(MarginBot(), PerfectBot(), 15) == pytest.approx(1 - perfect_wins, abs=1e-12)
-    assert match_result(PerfectBot(), PerfectBot(), 9) == pytest.approx(0.5, abs=1e-12)
+    perfect_wins = match_result(PerfectBot(), MarginBot(), 5)
+    assert 0.5 < perfect_wins < 0.6
+    assert match_result(MarginBot(), PerfectBot(), 5) == pytest.approx(1 - perfect_wins, abs=1e-12)
+    assert match_result(PerfectBot(), PerfectBot(), 5) == pytest.approx(0.5, abs=1e-12)
 
 
 @pytest.mark.slow

@@ -358,7 +358,9 @@ def test_the_tricks_of_the_probe_cost_neither_time_nor_memory(
     assert cost["seconds"] < 5, cost  # type: ignore[operator]
 
 
-@pytest.mark.parametrize("where", ["raw_data", "float_data"])
+@pytest.mark.parametrize(  # raw_data is what the exporter writes; float_data checked slow
+    "where", ["raw_data", pytest.param("float_data", marks=pytest.mark.slow)]
+)
 def test_loading_takes_a_small_multiple_of_the_file_s_size(where: str, tmp_path: Path) -> None:
     """A policy of 4.7 million weights (19 MB), their numbers in ``raw_data`` (as the
     exporter writes them) or in ``float_data``: the loader's memory grows by at most three

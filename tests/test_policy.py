@@ -43,6 +43,7 @@ from buttonup_env.players.shipped import SHIPPED_DIR, shipped_policies, shipped_
 
 ROOT = Path(__file__).resolve().parent.parent
 POSITIONS = 1200
+ACTS = 300  # of the POSITIONS, those played one move at a time
 
 # name: (encoding, policy_kwargs, steps of training[, algorithm, policy]); the policy is
 # RingPolicy on the view encodings and SB3's MlpPolicy on the slots unless named
@@ -175,8 +176,9 @@ def test_onnx_export_plays_like_the_sb3_model(
     assert found.dtype == np.float32
     np.testing.assert_allclose(log_softmax(found), log_softmax(expected), atol=1e-5, rtol=0)
 
+    # one move at a time (each player's own act, a network call each) on a quarter of them
     near_ties = 0
-    for state, logits in zip(positions, expected, strict=True):
+    for state, logits in zip(positions[:ACTS], expected, strict=False):
         slot, expected_slot = policy.act(state), reference.act(state)
         assert slot in state.legal_moves()
         if slot != expected_slot:
@@ -185,7 +187,7 @@ def test_onnx_export_plays_like_the_sb3_model(
             best = np.sort(np.where(mask, logits, -np.inf))[-2:]
             assert best[1] - best[0] < 1e-5, (name, state)
             near_ties += 1
-    assert near_ties <= POSITIONS // 100
+    assert near_ties <= ACTS // 100
 
 
 def expected_kind(name: str) -> tuple[str, str]:

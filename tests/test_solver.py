@@ -83,7 +83,7 @@ def test_worked_example_first_position() -> None:
     assert solver.margin_for(state, "B") == -3
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_move_values_equal_plain_minimax(seed: int) -> None:
     positions = random_game_positions(seed, games=30)
     assert len(positions) == 30 * 8
