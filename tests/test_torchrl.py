@@ -16,11 +16,11 @@ from torch import nn
 import buttonup_env  # noqa: F401  (registers ButtonUp-v1)
 from buttonup_env.envs.wrappers import ActionMaskObservation, RingObservation
 
+# torchrl and tensordict are imported by the tests that use them, not when the module is
+# collected: their import takes seconds, and every xdist worker collects every module
 if TYPE_CHECKING:
     from torchrl.envs import PettingZooWrapper, TransformedEnv
 
-# torchrl and tensordict are imported by the tests that use them, not when the module is
-# collected: their import takes seconds, and every xdist worker collects every module
 AGENTS = ("red", "black")
 
 pytestmark = [
