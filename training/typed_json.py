@@ -291,10 +291,10 @@ def _read_tuple(
         raise reader.say(field, f"has {len(value)} items; it must have {length}")
     if all(h is Any for h in hints):  # checked where they are used
         return tuple(value)
-    if len(args) == 2 and args[1] is Ellipsis and _is_plain(unpacked(args[0])[0]):
+    item, bounds = unpacked(args[0]) if args else (None, Bounds())
+    if len(args) == 2 and args[1] is Ellipsis and _is_plain(item):
         # many items of one plain type (a generator's 624 words): each item checked by
         # _read_plain at once, and read again one by one only to name the item at fault
-        item, bounds = unpacked(args[0])
         try:
             return tuple(_read_plain(item, bounds, v, reader, field) for v in value)
         except FieldError:
