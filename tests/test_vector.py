@@ -500,11 +500,17 @@ def test_tables_match_the_solver_and_the_rules() -> None:
         assert t.index_of(board) == index
         for color in COLORS:
             state = State(board, color)
+            legal = list(state.legal_moves())
+            assert t.legal_slots[index].tolist() == legal + [-1] * (3 - len(legal))
             if state.round_over:
                 assert not t.legal[index].any()
                 continue
             values = solver.move_values(state)
-            assert {s: int(t.move_values[index, COLORS.index(color), s]) for s in values} == values
+            mover = COLORS.index(color)
+            assert {s: int(t.move_values[index, mover, s]) for s in values} == values
+            best = [s for s in legal if values[s] == max(values.values())]
+            slots, count = t.margin_choices[0][index, mover], t.margin_choices[1][index, mover]
+            assert (slots.tolist(), int(count)) == (best + [-1] * (3 - len(best)), len(best))
 
 
 def test_pool_opponents_are_drawn_per_episode(tmp_path: Path) -> None:

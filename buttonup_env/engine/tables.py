@@ -148,10 +148,7 @@ class GameTables:
         self.num_legal = self.legal.sum(axis=1).astype(np.int8)
         self.legal_int8 = self.legal.astype(np.int8)
         self.legal_views_int8 = (np.arange(MAX_LEGAL) < self.num_legal[:, None]).astype(np.int8)
-        order = np.argsort(~self.legal, axis=1, kind="stable")[:, :MAX_LEGAL]
-        self.legal_slots = np.where(
-            np.arange(MAX_LEGAL) < self.num_legal[:, None], order, -1
-        ).astype(np.int8)
+        self.legal_slots = _first_columns(self.legal, MAX_LEGAL)
         self.num_stacks = (self.boards != 0).sum(axis=1).astype(np.int8)
         self.over = self.num_stacks == 1
         self.layouts = np.arange(len(LAYOUTS), dtype=np.int32)
@@ -229,22 +226,26 @@ class GameTables:
     @staticmethod
     def _choices(moves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(NB, 2, 3) candidate slots (-1 padded) and (NB, 2) their number, from a mask."""
-        count = moves.sum(axis=2).astype(np.int8)
-        order = np.argsort(~moves, axis=2, kind="stable")[:, :, :MAX_LEGAL]
-        slots = np.where(np.arange(MAX_LEGAL) < count[..., None], order, -1).astype(np.int8)
-        return slots, count
+        return _first_columns(moves, MAX_LEGAL), moves.sum(axis=2).astype(np.int8)
 
     # ------------------------------------------------------------------------------------
     @functools.cached_property
-    def board_index(self) -> dict[tuple[str, ...], int]:
-        """Board number of every reachable board (for :meth:`index_of`; built when first used)."""
-        stacks = self.stacks
-        return {tuple(stacks[k] for k in row): i for i, row in enumerate(self.boards.tolist())}
+    def _board_numbers(self) -> tuple[dict[str, int], dict[bytes, int]]:
+        """Each stack's number, and each board's by its row of stack numbers as bytes (for
+        :meth:`index_of`; built when first used)."""
+        rows = np.ascontiguousarray(self.boards)
+        keys = rows.view(np.dtype((np.void, rows.shape[1] * rows.itemsize))).ravel().tolist()
+        boards = {key: number for number, key in enumerate(keys)}
+        return {stack: number for number, stack in enumerate(self.stacks)}, boards
 
     def index_of(self, board: tuple[str, ...]) -> int:
         """The number of a reachable board; ``ValueError`` for one no game can reach."""
+        stacks, boards = self._board_numbers
         try:
-            return self.board_index[tuple(board)]
+            row = np.array([stacks[stack] for stack in board], dtype=self.boards.dtype)
+            if len(row) != NUM_SLOTS:
+                raise KeyError(board)
+            return boards[row.tobytes()]
         except KeyError:
             raise ValueError(
                 f"board {' '.join(s or '.' for s in board)!r} cannot be reached from a set-up"
@@ -295,11 +296,22 @@ class GameTables:
                 if source is None:
                     source = self.boards[self.next_board[rows, slot]]
                 read = source[:, order(slot)]  # type: ignore[operator]
-                # squeeze out the empty slots, keeping the order (a stable sort on "empty")
-                keep = np.argsort(read == 0, axis=1, kind="stable")
-                read = np.take_along_axis(read, keep, axis=1)
+                # squeeze out the empty slots, keeping the order
+                places = _first_columns(read != 0, read.shape[1])
+                read = np.where(places >= 0, np.take_along_axis(read, places, axis=1), 0)
                 out[rows, a, : read.shape[1]] = read
         return out
+
+
+def _first_columns(mask: np.ndarray, width: int) -> np.ndarray:
+    """The columns (last axis) of each row's first ``width`` True entries, in increasing order,
+    then -1: what a stable sort of ``~mask`` gives, by each entry's rank among its row's."""
+    rank = np.cumsum(mask, axis=-1, dtype=np.int16) - 1
+    keep = mask & (rank < width)
+    out = np.full((*mask.shape[:-1], width), -1, dtype=np.int8)
+    *rows, columns = np.nonzero(keep)
+    out[(*rows, rank[keep])] = columns
+    return out
 
 
 @functools.lru_cache(maxsize=1)

@@ -65,7 +65,18 @@ def _check_color(value: object, what: str) -> Color:
 
 
 def _all_layouts() -> tuple[Board, ...]:
-    layouts = {tuple(p) for p in itertools.permutations("RRRBBBWWW")}
+    """Every way to place three buttons of each colour on the nine slots: Red's three slots,
+    then Black's among the six left (84 x 20), not all 9! orders of the buttons."""
+    layouts = []
+    for red in itertools.combinations(range(NUM_SLOTS), 3):
+        rest = [slot for slot in range(NUM_SLOTS) if slot not in red]
+        for black in itertools.combinations(rest, 3):
+            layout = ["W"] * NUM_SLOTS
+            for slot in red:
+                layout[slot] = "R"
+            for slot in black:
+                layout[slot] = "B"
+            layouts.append(tuple(layout))
     return tuple(sorted(layouts))
 
 
