@@ -498,10 +498,10 @@ def test_tables_match_the_solver_and_the_rules() -> None:
     for index in rng.integers(len(t.boards), size=400):
         board = t.board(int(index))
         assert t.index_of(board) == index
+        legal = list(State(board, "R").legal_moves())  # the same slots for either mover
+        assert t.legal_slots[index].tolist() == legal + [-1] * (3 - len(legal))
         for color in COLORS:
             state = State(board, color)
-            legal = list(state.legal_moves())
-            assert t.legal_slots[index].tolist() == legal + [-1] * (3 - len(legal))
             if state.round_over:
                 assert not t.legal[index].any()
                 continue
